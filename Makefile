@@ -1,0 +1,114 @@
+# Kipp build. `make` builds build/kipp; `make test` builds the fixtures and
+# runs every test; see README.md for the other targets.
+#
+# Layout: src/core, src/convert, src/ref, src/cpu form the engine library
+# (libc, libm, pthreads only); src/cli is the `kipp` binary. Files are found by
+# wildcard, so adding a .c file needs no Makefile change. Per-ISA kernel files
+# get their ISA flags here and nowhere else; the oracle (src/ref) never gets
+# ISA flags or -ffast-math.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -g -pthread -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
+LDLIBS_ALL = -lm -pthread $(SANFLAGS)
+
+ifeq ($(SAN),1)
+  SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+ifeq ($(SAN),thread)
+  SANFLAGS = -fsanitize=thread
+endif
+
+LIB_SRCS  := $(sort $(wildcard src/core/*.c src/convert/*.c src/ref/*.c src/cpu/*.c))
+CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
+TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+DEPS      := $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
+
+# Run-time-dispatched SIMD kernels: each tier's file alone gets its flags.
+$(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+$(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
+
+.PHONY: all test test-sanitize test-tsan test-full demo clean fixtures tokenizer \
+        fuzz-gguf fuzz-tokenizer lint bench
+
+all: $(BUILD)/kipp
+
+$(BUILD)/kipp: $(CLI_OBJS) $(BUILD)/libkipp.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(BUILD)/libkipp.a $(LDLIBS_ALL)
+
+$(BUILD)/libkipp.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ISA_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(BUILD)/libkipp.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libkipp.a $(LDLIBS_ALL)
+
+-include $(DEPS)
+
+# ---- fixtures: tokenizer files and synthetic checkpoints --------------------
+
+TOKENIZER_DIR = $(BUILD)/cache/tokenizer-qwen3
+tokenizer: $(TOKENIZER_DIR)/tokenizer.json
+$(TOKENIZER_DIR)/tokenizer.json: tools/fetch_tokenizer.sh
+	sh tools/fetch_tokenizer.sh $(TOKENIZER_DIR)
+
+MODELS = $(BUILD)/models
+$(MODELS)/%/config.json: $(BUILD)/kipp $(TOKENIZER_DIR)/tokenizer.json
+	$(BUILD)/kipp synth $* $(MODELS)/$* --tokenizer-dir $(TOKENIZER_DIR)
+$(MODELS)/%.gguf: $(MODELS)/%/config.json
+	$(BUILD)/kipp convert $(MODELS)/$* -o $@
+
+fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-instruct.gguf
+
+# ---- tests -------------------------------------------------------------
+
+test: all fixtures $(TEST_BINS)
+	BUILD=$(BUILD) sh tests/run.sh
+
+test-sanitize:
+	$(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
+
+test-tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 CC=clang test
+
+test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf
+	BUILD=$(BUILD) KIPP_TEST_FULL=1 sh tests/run.sh
+
+# ---- fuzzing (clang libFuzzer; bounded time) ----------------------------
+
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS = $(CSTD) -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined
+FUZZ_LIB_SRCS = $(filter-out src/cpu/kernels_avx512.c src/cpu/kernels_avx2.c,$(LIB_SRCS))
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-gguf: $(BUILD)/fuzz/fuzz_gguf
+	@mkdir -p $(BUILD)/fuzz/corpus-gguf
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-gguf tests/fuzz/seeds-gguf
+
+fuzz-tokenizer: $(BUILD)/fuzz/fuzz_tokenizer $(MODELS)/synthetic-tiny.gguf
+	@mkdir -p $(BUILD)/fuzz/corpus-tokenizer
+	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny.gguf $< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-tokenizer
+
+# ---- demo --------------------------------------------------------------
+
+demo: all $(MODELS)/synthetic-tiny-instruct.gguf
+	sh tools/demo.sh $(BUILD)
+
+clean:
+	rm -rf build

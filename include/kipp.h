@@ -1,0 +1,207 @@
+/* Kipp public API.
+ *
+ * Opaque model and session handles. Every call that can fail returns an int
+ * status (KIPP_OK == 0) and fills a caller-provided kipp_error; the library
+ * never exits the process. A model owns the read-only mapping of one GGUF
+ * artifact and exactly one backend, chosen explicitly. Sessions are
+ * independent timelines (KV cache + length) and must be destroyed before
+ * their model. A session is not safe to mutate from two threads at once. */
+#ifndef KIPP_H
+#define KIPP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors --------------------------------------------------------- */
+
+enum kipp_status {
+    KIPP_OK = 0,
+    KIPP_E_ARGUMENT,    /* bad argument from the caller */
+    KIPP_E_IO,          /* open/read/write/mmap failed */
+    KIPP_E_FORMAT,      /* malformed file contents (GGUF, JSON, safetensors) */
+    KIPP_E_REGISTRY,    /* well-formed, but not a registry checkpoint / mismatch */
+    KIPP_E_MEMORY,      /* allocation failed or size overflow */
+    KIPP_E_CAPACITY,    /* session capacity exceeded */
+    KIPP_E_BACKEND,     /* backend could not start */
+    KIPP_E_UNSUPPORTED, /* valid request we do not support */
+    KIPP_E_INTERNAL,
+};
+
+typedef struct kipp_error {
+    int code;
+    char message[512];
+} kipp_error;
+
+/* ---- registry ------------------------------------------------------- */
+
+/* Family invariants (DESIGN §2). */
+#define KIPP_KV_HEADS 8
+#define KIPP_HEAD_DIM 128
+#define KIPP_VOCAB_SIZE 151936
+#define KIPP_RMS_EPS 1e-6f
+#define KIPP_MAX_STOPS 4
+#define KIPP_VERSION_STRING "0.1.0"
+
+typedef enum kipp_variant {
+    KIPP_VARIANT_BASE,
+    KIPP_VARIANT_INSTRUCT,
+    KIPP_VARIANT_INSTRUCT_2507,
+    KIPP_VARIANT_THINKING_2507,
+} kipp_variant;
+
+typedef struct kipp_checkpoint {
+    const char *id;                /* "qwen3-0.6b" */
+    const char *source_repository; /* "Qwen/Qwen3-0.6B" */
+    const char *revision;          /* pinned commit (or synthetic tag) */
+    kipp_variant variant;
+    uint32_t layers;
+    uint32_t hidden;     /* residual stream width (embedding_length) */
+    uint32_t ffn;        /* feed_forward_length */
+    uint32_t heads;      /* query heads; attention width = heads * 128 */
+    uint32_t context;    /* context_length */
+    double rope_theta;
+    bool tied;           /* output head shares token_embd */
+    int32_t eos;
+    int32_t stops[KIPP_MAX_STOPS];
+    uint32_t n_stops;
+    bool synthetic;      /* random weights made by `kipp synth` */
+} kipp_checkpoint;
+
+size_t kipp_registry_count(void);
+const kipp_checkpoint *kipp_registry_at(size_t index);
+const kipp_checkpoint *kipp_registry_find_id(const char *id);
+const kipp_checkpoint *kipp_registry_find_source(const char *repository,
+                                                 const char *revision);
+const char *kipp_variant_name(kipp_variant v);
+
+/* ---- models ----------------------------------------------------------- */
+
+typedef struct kipp_model kipp_model;
+typedef struct kipp_session kipp_session;
+
+typedef enum kipp_backend_kind {
+    KIPP_BACKEND_NONE = 0, /* validate + tokenizer only: info, tokenize */
+    KIPP_BACKEND_REF,      /* scalar oracle */
+    KIPP_BACKEND_CPU,      /* SIMD + threads */
+    KIPP_BACKEND_CUDA,
+} kipp_backend_kind;
+
+typedef struct kipp_model_options {
+    kipp_backend_kind backend;
+    int threads; /* cpu backend; 0 = online cores */
+} kipp_model_options;
+
+int kipp_model_open(const char *path, const kipp_model_options *options,
+                    kipp_model **out, kipp_error *err);
+void kipp_model_close(kipp_model *model);
+const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *model);
+const char *kipp_model_quant_scheme(const kipp_model *model);
+const char *kipp_backend_name(kipp_backend_kind kind);
+/* NULL for base entries. */
+const char *kipp_model_chat_template(const kipp_model *model);
+
+/* ---- tokenizer -------------------------------------------------------- */
+
+/* Encode UTF-8 text to token ids (no BOS, added tokens recognised).
+ * *ids is malloc'd; free() it. Invalid UTF-8: see docs/ARCHITECTURE.md. */
+int kipp_tokenize(const kipp_model *model, const char *text, size_t length,
+                  int32_t **ids, size_t *n_ids, kipp_error *err);
+/* Decode ids to bytes (byte-exact; may be invalid UTF-8 mid-sequence).
+ * *text is malloc'd and NUL-terminated; free() it. */
+int kipp_detokenize(const kipp_model *model, const int32_t *ids, size_t n_ids,
+                    char **text, size_t *length, kipp_error *err);
+
+/* Streaming decoder: holds back incomplete UTF-8 sequences. */
+typedef struct kipp_detok_stream kipp_detok_stream;
+int kipp_detok_stream_create(const kipp_model *model, kipp_detok_stream **out,
+                             kipp_error *err);
+/* Appends complete UTF-8 produced by `id` to out (up to out_cap bytes,
+ * returns bytes written in *out_len). */
+int kipp_detok_stream_push(kipp_detok_stream *s, int32_t id, char *out,
+                           size_t out_cap, size_t *out_len, kipp_error *err);
+/* Flush whatever is held (incomplete bytes are emitted as U+FFFD). */
+int kipp_detok_stream_flush(kipp_detok_stream *s, char *out, size_t out_cap,
+                            size_t *out_len);
+void kipp_detok_stream_destroy(kipp_detok_stream *s);
+
+/* ---- sessions and evaluation ----------------------------------------- */
+
+typedef enum kipp_kv_quant {
+    KIPP_KV_BF16 = 0,
+    KIPP_KV_Q8_0,
+} kipp_kv_quant;
+
+typedef struct kipp_session_options {
+    uint32_t capacity; /* positions; 0 = model context length */
+    kipp_kv_quant kv_quant;
+} kipp_session_options;
+
+int kipp_session_create(kipp_model *model, const kipp_session_options *options,
+                        kipp_session **out, kipp_error *err);
+void kipp_session_destroy(kipp_session *session);
+uint32_t kipp_session_length(const kipp_session *session);
+uint32_t kipp_session_capacity(const kipp_session *session);
+void kipp_session_reset(kipp_session *session);
+int kipp_session_truncate(kipp_session *session, uint32_t length,
+                          kipp_error *err);
+
+/* One eval item appends n_tokens at the session's current length and writes
+ * logits for its last n_logits positions (0 <= n_logits <= n_tokens) into
+ * logits[n_logits][KIPP_VOCAB_SIZE] (caller-owned). Several items in one
+ * kipp_eval call are evaluated together; each must name a distinct session.
+ * On error no session is changed. */
+typedef struct kipp_eval_item {
+    kipp_session *session;
+    const int32_t *tokens;
+    uint32_t n_tokens;
+    uint32_t n_logits;
+    float *logits;
+} kipp_eval_item;
+
+int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items,
+              kipp_error *err);
+
+/* ---- sampling ---------------------------------------------------------- */
+
+typedef struct kipp_logit_bias {
+    int32_t token;
+    float bias; /* -INFINITY bans the token */
+} kipp_logit_bias;
+
+#define KIPP_PENALTY_WINDOW 64
+
+typedef struct kipp_sampling {
+    float temperature;        /* 0 = greedy */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off */
+    float frequency_penalty;  /* 0 = off */
+    float presence_penalty;   /* 0 = off */
+    const kipp_logit_bias *logit_bias;
+    size_t n_logit_bias;
+    uint64_t seed;
+} kipp_sampling;
+
+/* Defaults: greedy, every filter off. */
+kipp_sampling kipp_sampling_default(void);
+
+typedef struct kipp_sampler kipp_sampler;
+int kipp_sampler_create(const kipp_sampling *params, kipp_sampler **out,
+                        kipp_error *err);
+void kipp_sampler_destroy(kipp_sampler *s);
+/* Records an accepted token into the penalty window (prompt tokens too). */
+void kipp_sampler_accept(kipp_sampler *s, int32_t token);
+/* Picks one token from logits[KIPP_VOCAB_SIZE]; logits are used as scratch
+ * and may be modified. */
+int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

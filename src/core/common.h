@@ -1,0 +1,54 @@
+/* Common plumbing: the error record every public call fills, checked size
+ * arithmetic for lengths read from untrusted files, and small helpers.
+ * Nothing here knows about models. */
+#ifndef KIPP_COMMON_H
+#define KIPP_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kipp.h" /* kipp_error, kipp_status */
+
+/* Fill err (may be NULL) with a code and a printf-style message; returns code
+ * so callers can write `return kipp_fail(err, KIPP_E_FORMAT, "...")`. */
+int kipp_fail(kipp_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefix an existing message with context: "context: old message". */
+int kipp_fail_prefix(kipp_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Checked arithmetic: return false on overflow, never wrap. */
+static inline bool kipp_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool kipp_add_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool kipp_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool kipp_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Allocation helpers that report through kipp_error instead of aborting. */
+void *kipp_malloc(size_t size, kipp_error *err);
+void *kipp_calloc(size_t count, size_t size, kipp_error *err);
+
+/* Read a whole (small) file into a NUL-terminated buffer. */
+int kipp_read_file(const char *path, char **data, size_t *size, kipp_error *err);
+
+/* bf16 / fp16 <-> fp32. bf16 rounding is round-to-nearest-even, NaN kept quiet. */
+static inline float kipp_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = { .u = (uint32_t)h << 16 };
+    return v.f;
+}
+uint16_t kipp_f32_to_bf16(float f);
+float kipp_fp16_to_f32(uint16_t h);
+uint16_t kipp_f32_to_fp16(float f);
+
+/* Monotonic time in seconds, for throughput reports. */
+double kipp_now_seconds(void);
+
+#endif
