@@ -2,6 +2,7 @@
 # runs every test; see README.md for the other targets.
 #
 # Layout: src/core, src/convert, src/ref, src/cpu form the engine library
+# (linked as objects, not an archive, so weak references resolve)
 # (libc, libm, pthreads only); src/cli is the `kipp` binary. Files are found by
 # wildcard, so adding a .c file needs no Makefile change. Per-ISA kernel files
 # get their ISA flags here and nowhere else; the oracle (src/ref) never gets
@@ -41,8 +42,8 @@ $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 
 all: $(BUILD)/kipp
 
-$(BUILD)/kipp: $(CLI_OBJS) $(BUILD)/libkipp.a
-	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(BUILD)/libkipp.a $(LDLIBS_ALL)
+$(BUILD)/kipp: $(CLI_OBJS) $(LIB_OBJS)
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_OBJS) $(LDLIBS_ALL)
 
 $(BUILD)/libkipp.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -52,9 +53,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(BUILD)/libkipp.a
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/libkipp.a $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(LDLIBS_ALL)
 
 -include $(DEPS)
 
