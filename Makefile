@@ -38,7 +38,7 @@ $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 
 .PHONY: all test test-sanitize test-tsan test-full demo clean fixtures tokenizer \
-        fuzz-gguf fuzz-tokenizer lint bench
+        fuzz-gguf fuzz-json fuzz-tokenizer lint bench
 
 all: $(BUILD)/kipp
 
@@ -92,7 +92,10 @@ test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf
 
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = $(CSTD) -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined
-FUZZ_LIB_SRCS = $(filter-out src/cpu/kernels_avx512.c src/cpu/kernels_avx2.c,$(LIB_SRCS))
+# The fuzzed parsers (gguf, artifact, tokenizer) live in src/core; the CPU
+# backend's dispatch needs the per-ISA kernel files and their flags, so the
+# fuzz builds link the core alone (backends are weak references there).
+FUZZ_LIB_SRCS = $(sort $(wildcard src/core/*.c))
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRCS)
 	@mkdir -p $(dir $@)
@@ -101,6 +104,15 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRCS)
 fuzz-gguf: $(BUILD)/fuzz/fuzz_gguf
 	@mkdir -p $(BUILD)/fuzz/corpus-gguf
 	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-gguf tests/fuzz/seeds-gguf
+
+# The JSON parser depends on nothing but common.c: link only those.
+$(BUILD)/fuzz/fuzz_json: tests/fuzz/fuzz_json.c src/core/json.c src/core/common.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $^ -lm
+
+fuzz-json: $(BUILD)/fuzz/fuzz_json
+	@mkdir -p $(BUILD)/fuzz/corpus-json
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-json tests/fuzz/seeds-json
 
 fuzz-tokenizer: $(BUILD)/fuzz/fuzz_tokenizer $(MODELS)/synthetic-tiny.gguf
 	@mkdir -p $(BUILD)/fuzz/corpus-tokenizer
