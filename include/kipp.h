@@ -201,6 +201,36 @@ void kipp_sampler_accept(kipp_sampler *s, int32_t token);
  * and may be modified. */
 int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 
+/* ---- inspection (`kipp info`) ----------------------------------------- */
+
+/* A strictly validated artifact opened only to describe it: the same checks
+ * as kipp_model_open, but no tokenizer and no backend. */
+typedef struct kipp_inspect kipp_inspect;
+
+typedef struct kipp_tensor_info {
+    char name[64];
+    const char *type;  /* "BF16", "F32", "Q8_0", ... */
+    uint32_t n_dims;
+    uint64_t ne[4];    /* GGUF order: innermost first; unused = 1 */
+    uint64_t offset;   /* absolute file offset of the data */
+    uint64_t nbytes;
+} kipp_tensor_info;
+
+int kipp_inspect_open(const char *path, kipp_inspect **out, kipp_error *err);
+void kipp_inspect_close(kipp_inspect *ins);
+const kipp_checkpoint *kipp_inspect_checkpoint(const kipp_inspect *ins);
+const char *kipp_inspect_quant_scheme(const kipp_inspect *ins);
+uint64_t kipp_inspect_file_size(const kipp_inspect *ins);
+uint64_t kipp_inspect_data_offset(const kipp_inspect *ins);
+size_t kipp_inspect_metadata_count(const kipp_inspect *ins);
+/* Metadata entry i as text (each NUL-terminated, truncated to its cap):
+ * key, type ("u32", "string", "string[151936]") and value; strings are
+ * quoted and escaped, arrays summarised as their first few elements. */
+int kipp_inspect_metadata(const kipp_inspect *ins, size_t i, char *key, size_t key_cap,
+                          char *type, size_t type_cap, char *value, size_t value_cap);
+size_t kipp_inspect_tensor_count(const kipp_inspect *ins);
+int kipp_inspect_tensor(const kipp_inspect *ins, size_t i, kipp_tensor_info *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -60,6 +60,7 @@ uint32_t kipp_quant_scheme_ggml_type(kipp_quant_scheme s);
 typedef struct kipp_artifact {
     const uint8_t *map;  /* read-only mapping of the whole file */
     size_t map_size;
+    bool owns_map;       /* close() unmaps (kipp_artifact_open, not _memory) */
     gguf_file gguf;
     const kipp_checkpoint *checkpoint;
     kipp_quant_scheme quant;
