@@ -1,0 +1,271 @@
+/* The one sampling entry point (DESIGN §8), shared by CLI and server.
+ *
+ * Order of operations on the 151,936 logits (the same order as Hugging
+ * Face / vLLM; llama.cpp's default chain differs only in applying the
+ * temperature after its filters):
+ *   1. penalties over the last 64 accepted tokens (prompt included), once
+ *      per distinct token t with count c in the window:
+ *        repetition (CTRL):  l > 0 ? l / r : l * r
+ *        frequency, presence (OpenAI): l -= c * f + (c > 0) * p
+ *   2. logit bias: l += bias (-INFINITY bans the token)
+ *   3. temperature 0: greedy argmax (lowest id wins a tie); stop here
+ *   4. temperature: l /= T
+ *   5. top-k: keep the k highest (ties broken by lower id)
+ *   6. softmax over what is left
+ *   7. top-p: keep the shortest highest-first prefix whose probability
+ *      reaches p (always at least one token)
+ *   8. min-p: keep tokens with probability >= min_p * (highest probability)
+ *   9. draw one token from the renormalised rest with a seeded splitmix64
+ *      generator (deterministic for a given seed and call sequence).
+ * A token that is -INFINITY after steps 1-2 is never returned. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "kipp.h"
+
+typedef struct candidate {
+    int32_t id;
+    float value; /* logit, then probability */
+} candidate;
+
+struct kipp_sampler {
+    kipp_sampling params;
+    kipp_logit_bias *bias;  /* owned copy of params.logit_bias */
+    int32_t window[KIPP_PENALTY_WINDOW]; /* ring of accepted tokens */
+    uint32_t n_window;      /* tokens in the ring (<= 64) */
+    uint32_t next;          /* ring write position */
+    uint64_t rng;           /* splitmix64 state */
+    candidate *cand;        /* [KIPP_VOCAB_SIZE] scratch, made once */
+};
+
+kipp_sampling kipp_sampling_default(void) {
+    return (kipp_sampling){
+        .temperature = 0.0f,
+        .top_k = 0,
+        .top_p = 1.0f,
+        .min_p = 0.0f,
+        .repetition_penalty = 1.0f,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
+        .logit_bias = NULL,
+        .n_logit_bias = 0,
+        .seed = 0,
+    };
+}
+
+int kipp_sampler_create(const kipp_sampling *p, kipp_sampler **out, kipp_error *err) {
+    if (!p || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_sampler_create: NULL argument");
+    *out = NULL;
+    if (!(p->temperature >= 0.0f) || isinf(p->temperature))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "temperature must be finite and >= 0");
+    if (p->top_k < 0) return kipp_fail(err, KIPP_E_ARGUMENT, "top_k must be >= 0 (0 = off)");
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "top_p must be in (0, 1] (1 = off)");
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "min_p must be in [0, 1] (0 = off)");
+    if (!(p->repetition_penalty > 0.0f) || isinf(p->repetition_penalty))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "repetition_penalty must be finite and > 0 (1 = off)");
+    if (!isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "frequency/presence penalties must be finite");
+    if (p->n_logit_bias && !p->logit_bias)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "logit_bias: NULL array");
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        const kipp_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0 || b->token >= KIPP_VOCAB_SIZE)
+            return kipp_fail(err, KIPP_E_ARGUMENT, "logit_bias: token %d out of range", b->token);
+        if (isnan(b->bias) || b->bias == INFINITY)
+            return kipp_fail(err, KIPP_E_ARGUMENT,
+                             "logit_bias for token %d must be finite or -inf", b->token);
+    }
+    kipp_sampler *s = kipp_calloc(1, sizeof *s, err);
+    if (!s) return KIPP_E_MEMORY;
+    s->cand = kipp_calloc(KIPP_VOCAB_SIZE, sizeof *s->cand, err);
+    if (p->n_logit_bias) s->bias = kipp_calloc(p->n_logit_bias, sizeof *s->bias, err);
+    if (!s->cand || (p->n_logit_bias && !s->bias)) {
+        kipp_sampler_destroy(s);
+        return KIPP_E_MEMORY;
+    }
+    s->params = *p;
+    if (p->n_logit_bias) memcpy(s->bias, p->logit_bias, p->n_logit_bias * sizeof *s->bias);
+    s->params.logit_bias = s->bias;
+    s->rng = p->seed;
+    *out = s;
+    return KIPP_OK;
+}
+
+void kipp_sampler_destroy(kipp_sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->bias);
+    free(s);
+}
+
+void kipp_sampler_accept(kipp_sampler *s, int32_t token) {
+    if (!s) return;
+    s->window[s->next] = token;
+    s->next = (s->next + 1) % KIPP_PENALTY_WINDOW;
+    if (s->n_window < KIPP_PENALTY_WINDOW) s->n_window++;
+}
+
+/* splitmix64: tiny, well-mixed, and identical on every machine. */
+static uint64_t next_u64(kipp_sampler *s) {
+    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static double next_uniform(kipp_sampler *s) { return (double)(next_u64(s) >> 11) * 0x1.0p-53; }
+
+static void apply_penalties(const kipp_sampler *s, float *logits) {
+    const kipp_sampling *p = &s->params;
+    if (p->repetition_penalty == 1.0f && p->frequency_penalty == 0.0f &&
+        p->presence_penalty == 0.0f)
+        return;
+    for (uint32_t i = 0; i < s->n_window; i++) {
+        int32_t t = s->window[i];
+        if (t < 0 || t >= KIPP_VOCAB_SIZE) continue;
+        /* Count t in the window; apply only at its first occurrence. */
+        bool first = true;
+        uint32_t count = 0;
+        for (uint32_t j = 0; j < s->n_window; j++) {
+            if (s->window[j] != t) continue;
+            if (j < i) first = false;
+            count++;
+        }
+        if (!first) continue;
+        float l = logits[t];
+        if (p->repetition_penalty != 1.0f)
+            l = l > 0.0f ? l / p->repetition_penalty : l * p->repetition_penalty;
+        l -= (float)count * p->frequency_penalty + p->presence_penalty;
+        logits[t] = l;
+    }
+}
+
+/* Highest first; a tie goes to the lower id, so results never depend on
+ * the sort algorithm. */
+static int by_value_desc(const void *a, const void *b) {
+    const candidate *x = a, *y = b;
+    if (x->value > y->value) return -1;
+    if (x->value < y->value) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Rearranges c[0..n) so that c[0..k) holds the k best candidates (in
+ * by_value_desc order, which is total because ids differ), unordered.
+ * Quickselect with a middle pivot; expected O(n). */
+static void select_best(candidate *c, size_t n, size_t k) {
+    size_t lo = 0, hi = n; /* the k-th boundary lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        candidate pivot = c[mid];
+        c[mid] = c[hi - 1];
+        c[hi - 1] = pivot;
+        size_t store = lo;
+        for (size_t i = lo; i + 1 < hi; i++) {
+            if (by_value_desc(&c[i], &pivot) < 0) {
+                candidate t = c[i];
+                c[i] = c[store];
+                c[store] = t;
+                store++;
+            }
+        }
+        c[hi - 1] = c[store];
+        c[store] = pivot; /* pivot now at its final rank `store` */
+        if (store == k || store + 1 == k) return;
+        if (store > k) hi = store;
+        else lo = store + 1;
+    }
+}
+
+int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
+    if (!s || !logits) return -1;
+    const kipp_sampling *p = &s->params;
+
+    /* 1-2. penalties, then bias. */
+    apply_penalties(s, logits);
+    for (size_t i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].token] += s->bias[i].bias;
+
+    /* 3. greedy. NaN and -inf never win. */
+    if (p->temperature == 0.0f) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < KIPP_VOCAB_SIZE; i++)
+            if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
+        return best;
+    }
+
+    /* 4. temperature; candidates are the tokens still allowed. */
+    size_t n = 0;
+    for (int32_t i = 0; i < KIPP_VOCAB_SIZE; i++)
+        if (logits[i] > -INFINITY) s->cand[n++] = (candidate){i, logits[i] / p->temperature};
+    if (n == 0) return -1;
+
+    /* 5. top-k: the k best, found by selection (O(n)), then sorted. */
+    size_t sorted = 0; /* s->cand[0..sorted) is in by_value_desc order */
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        select_best(s->cand, n, (size_t)p->top_k);
+        n = sorted = (size_t)p->top_k;
+        qsort(s->cand, n, sizeof *s->cand, by_value_desc);
+    }
+
+    /* 6. softmax over the survivors (max-subtracted, summed in double). */
+    float max = s->cand[0].value;
+    for (size_t i = 1; i < n; i++)
+        if (s->cand[i].value > max) max = s->cand[i].value;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        s->cand[i].value = expf(s->cand[i].value - max);
+        sum += s->cand[i].value;
+    }
+    for (size_t i = 0; i < n; i++) s->cand[i].value = (float)(s->cand[i].value / sum);
+
+    /* 7. top-p: the shortest highest-first prefix whose probability reaches
+     * p. Only that prefix needs to be in order: select and sort the best m
+     * (m = 64, 256, ...) until their sum reaches p, which is exact and
+     * avoids sorting 151,936 values in the usual case. */
+    if (p->top_p < 1.0f) {
+        size_t m = 64;
+        for (;;) {
+            if (m >= n) m = n;
+            if (sorted < m) {
+                if (m < n) select_best(s->cand, n, m);
+                qsort(s->cand, m, sizeof *s->cand, by_value_desc);
+                sorted = m;
+            }
+            double cum = 0.0;
+            size_t keep = 0;
+            while (keep < m && cum < p->top_p) cum += s->cand[keep++].value;
+            if (cum >= p->top_p || m == n) {
+                n = keep;
+                break;
+            }
+            m *= 4;
+        }
+    }
+
+    /* 8. min-p relative to the most probable survivor. */
+    if (p->min_p > 0.0f) {
+        float top = 0.0f;
+        for (size_t i = 0; i < n; i++)
+            if (s->cand[i].value > top) top = s->cand[i].value;
+        float threshold = p->min_p * top;
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (s->cand[i].value >= threshold) s->cand[kept++] = s->cand[i];
+        n = kept;
+    }
+
+    /* 9. draw from the renormalised survivors. */
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += s->cand[i].value;
+    double u = next_uniform(s) * total;
+    double cum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        cum += s->cand[i].value;
+        if (u < cum) return s->cand[i].id;
+    }
+    return s->cand[n - 1].id; /* rounding left u at the very end */
+}

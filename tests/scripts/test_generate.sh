@@ -1,0 +1,77 @@
+#!/bin/sh
+# `kipp generate` end to end on the synthetic-tiny fixture: help, argument
+# errors, --all-logits shape and cached-vs-recomputed equality (bytewise),
+# capacity, stop tokens, logit bias, seeds, the random-weights notice.
+BUILD=${BUILD:-build}
+KIPP=${KIPP:-$BUILD/kipp}
+M=$BUILD/models/synthetic-tiny.gguf
+ROW=$((151936 * 4))
+if [ ! -f "$M" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+"$KIPP" generate --help >"$T/help" || bad "--help exit status"
+grep -q "default: ref" "$T/help" || bad "--help does not name the default backend"
+"$KIPP" generate --tokens 1,2 2>"$T/e" && bad "missing -m accepted"
+grep -q -- "-m FILE is required" "$T/e" || bad "missing -m message"
+"$KIPP" generate -m "$M" 2>/dev/null && bad "missing prompt accepted"
+"$KIPP" generate -m "$M" --tokens 1,x 2>/dev/null && bad "bad token list accepted"
+"$KIPP" generate -m "$M" --tokens 1,151936 2>/dev/null && bad "out-of-range token accepted"
+"$KIPP" generate -m "$M" --tokens 1 --top-p 0 2>/dev/null && bad "top-p 0 accepted"
+
+P=9707,11,847,829,374,264,1273
+NP=7
+# Prompt only: one row per prompt position.
+"$KIPP" generate -m "$M" --tokens $P -n 0 --all-logits "$T/p.f32" >/dev/null 2>"$T/e" || bad "-n 0 failed: $(cat "$T/e")"
+[ "$(wc -c <"$T/p.f32")" -eq $((NP * ROW)) ] || bad "-n 0 wrote $(wc -c <"$T/p.f32") bytes, want $((NP * ROW))"
+grep -q "weights are random" "$T/e" || bad "no random-weights notice"
+grep -q "prompt 7 tokens in .* tok/s.*generation 0 tokens" "$T/e" || bad "timing line: $(cat "$T/e")"
+
+# Greedy continuation with every row, then the same sequence recomputed as
+# one prompt: the rows must be byte-identical (cached decode == no cache).
+"$KIPP" generate -m "$M" --tokens $P -n 6 --temperature 0 --print-ids \
+    --all-logits "$T/g.f32" >"$T/ids" 2>"$T/e" || bad "greedy run failed: $(cat "$T/e")"
+G=$(tr -d '\n' <"$T/ids")
+NG=$(echo "$G" | tr ',' '\n' | grep -c .)
+echo "greedy ids: $G"
+[ "$NG" -ge 1 ] || bad "no tokens generated"
+[ "$(wc -c <"$T/g.f32")" -eq $(((NP + NG) * ROW)) ] || bad "all-logits size $(wc -c <"$T/g.f32") for $NP+$NG rows"
+"$KIPP" generate -m "$M" --tokens "$P,$G" -n 0 --all-logits "$T/r.f32" >/dev/null 2>&1 || bad "recompute failed"
+cmp -s "$T/g.f32" "$T/r.f32" || bad "cached decode rows differ from recomputation"
+head -c $((NP * ROW)) "$T/g.f32" | cmp -s - "$T/p.f32" || bad "prompt rows differ between runs"
+grep -q "generation $NG tokens" "$T/e" || bad "generation count: $(cat "$T/e")"
+
+# Greedy via top-k 1 at temperature 1 gives the same ids.
+K1=$("$KIPP" generate -m "$M" --tokens $P -n 6 --temperature 1 --top-k 1 --seed 9 --print-ids 2>/dev/null)
+[ "$K1" = "$G" ] || bad "top-k 1 ($K1) differs from greedy ($G)"
+
+# Banning the first greedy token changes the first token.
+FIRST=${G%%,*}
+B=$("$KIPP" generate -m "$M" --tokens $P -n 1 --logit-bias "$FIRST=-inf" --print-ids 2>/dev/null)
+[ -n "$B" ] && [ "$B" != "$FIRST" ] || bad "banned token $FIRST still produced ($B)"
+
+# A stop token forced by bias ends generation at once, without printing it.
+"$KIPP" generate -m "$M" --tokens $P -n 5 --logit-bias 151643=100 >"$T/out" 2>"$T/e" || bad "stop run failed"
+grep -q "stopped at a stop token" "$T/e" || bad "no stop report: $(cat "$T/e")"
+[ "$(tr -d '\n' <"$T/out")" = "" ] || bad "stop token text was printed: $(cat "$T/out")"
+
+# Same seed, same tokens (sampling at temperature 1.5).
+S1=$("$KIPP" generate -m "$M" --tokens $P -n 8 --temperature 1.5 --seed 42 --print-ids 2>/dev/null)
+S2=$("$KIPP" generate -m "$M" --tokens $P -n 8 --temperature 1.5 --seed 42 --print-ids 2>/dev/null)
+[ -n "$S1" ] && [ "$S1" = "$S2" ] || bad "same seed gave $S1 and $S2"
+
+# Capacity: exactly prompt + n works; smaller than the prompt is rejected.
+"$KIPP" generate -m "$M" --tokens $P -n 3 --capacity $((NP + 3)) --print-ids >/dev/null 2>"$T/e" || bad "exact capacity failed: $(cat "$T/e")"
+"$KIPP" generate -m "$M" --tokens $P -n 3 --capacity 5 >/dev/null 2>"$T/e" && bad "capacity 5 accepted a 7-token prompt"
+grep -q "capacity" "$T/e" || bad "capacity error message: $(cat "$T/e")"
+"$KIPP" generate -m "$M" --tokens $P -n 5 --capacity 9 --print-ids >"$T/ids" 2>"$T/e" || bad "capacity-limited run failed"
+grep -q "capacity 9 reached" "$T/e" || bad "no capacity stop report: $(cat "$T/e")"
+
+# Text prompt streams text (the tokenizer is built).
+"$KIPP" generate -m "$M" -p "Hello, world" -n 4 >"$T/out" 2>"$T/e" || bad "text prompt failed: $(cat "$T/e")"
+[ -s "$T/out" ] || bad "no text output"
+
+[ $fail -eq 0 ] && echo "test_generate: all checks passed"
+exit $fail

@@ -1,0 +1,238 @@
+/* Sampler knob semantics on hand-made logits over the full vocabulary.
+ * Each check states the expected set or frequency in terms of the knob's
+ * definition (see the order in src/core/sampler.c). */
+#include "test_util.h"
+
+#include <math.h>
+
+#include "kipp.h"
+
+#define V KIPP_VOCAB_SIZE
+
+static float logits[V], work[V];
+
+/* A base distribution: token i gets a small logit, a few chosen tokens get
+ * large ones. */
+static void base_logits(void) {
+    for (int i = 0; i < V; i++) logits[i] = -10.0f - (float)(i % 97) * 0.01f;
+    logits[100] = 5.0f;
+    logits[200] = 4.0f;
+    logits[300] = 3.0f;
+    logits[400] = 2.0f;
+}
+
+static kipp_sampler *make(const kipp_sampling *p) {
+    kipp_error err = {0};
+    kipp_sampler *s = NULL;
+    CHECKF(kipp_sampler_create(p, &s, &err) == 0, "%s", err.message);
+    return s;
+}
+
+static int32_t draw(kipp_sampler *s) {
+    memcpy(work, logits, sizeof work);
+    return kipp_sampler_sample(s, work);
+}
+
+/* Counts of tokens 100/200/300/400/other over n draws. */
+static void histogram(kipp_sampler *s, int n, int counts[5]) {
+    memset(counts, 0, 5 * sizeof *counts);
+    for (int i = 0; i < n; i++) {
+        int32_t t = draw(s);
+        counts[t == 100 ? 0 : t == 200 ? 1 : t == 300 ? 2 : t == 400 ? 3 : 4]++;
+    }
+}
+
+int main(void) {
+    kipp_error err = {0};
+    base_logits();
+    kipp_sampling p = kipp_sampling_default();
+    CHECK(p.temperature == 0 && p.top_k == 0 && p.top_p == 1 && p.min_p == 0 &&
+          p.repetition_penalty == 1 && p.frequency_penalty == 0 && p.presence_penalty == 0);
+
+    /* Greedy (temperature 0) and top-k 1 at temperature 1 both give argmax. */
+    kipp_sampler *g = make(&p);
+    CHECK(draw(g) == 100);
+    kipp_sampler_destroy(g);
+    p.temperature = 1.0f;
+    p.top_k = 1;
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        p.seed = seed;
+        kipp_sampler *s = make(&p);
+        CHECK(draw(s) == 100);
+        kipp_sampler_destroy(s);
+    }
+    /* A tie goes to the lower id in both. */
+    logits[50] = 5.0f;
+    p.temperature = 0;
+    g = make(&p);
+    CHECK(draw(g) == 50);
+    kipp_sampler_destroy(g);
+    p.temperature = 1;
+    g = make(&p);
+    CHECK(draw(g) == 50);
+    kipp_sampler_destroy(g);
+    base_logits();
+
+    /* Top-k 2: only the two best ever appear, in ratio e^1. */
+    p = kipp_sampling_default();
+    p.temperature = 1.0f;
+    p.top_k = 2;
+    p.seed = 7;
+    kipp_sampler *s = make(&p);
+    int c[5];
+    histogram(s, 2000, c);
+    CHECK(c[2] == 0 && c[3] == 0 && c[4] == 0);
+    double ratio = (double)c[0] / c[1];
+    CHECKF(fabs(ratio - exp(1.0)) < 0.35, "top-k 2 ratio %g", ratio);
+    kipp_sampler_destroy(s);
+
+    /* Top-p boundary. Probabilities of 100/200/300/400 at T=1 (the tail is
+     * negligible, ~1e-5 in total): computed here from the definition. */
+    double e[4] = {exp(5.0), exp(4.0), exp(3.0), exp(2.0)}, z = 0;
+    for (int i = 0; i < V; i++) z += exp((double)logits[i]);
+    double p0 = e[0] / z, p01 = (e[0] + e[1]) / z;
+    p = kipp_sampling_default();
+    p.temperature = 1.0f;
+    p.top_p = (float)(p0 - 1e-4); /* just below p(100): only 100 survives */
+    s = make(&p);
+    histogram(s, 200, c);
+    CHECK(c[0] == 200);
+    kipp_sampler_destroy(s);
+    p.top_p = (float)(p0 + 1e-4); /* just above: 100 and 200 */
+    s = make(&p);
+    histogram(s, 500, c);
+    CHECK(c[0] > 0 && c[1] > 0 && c[2] == 0 && c[3] == 0 && c[4] == 0);
+    kipp_sampler_destroy(s);
+    p.top_p = (float)(p01 + 1e-4); /* just above the first two: 300 joins */
+    s = make(&p);
+    histogram(s, 500, c);
+    CHECK(c[2] > 0 && c[3] == 0 && c[4] == 0);
+    kipp_sampler_destroy(s);
+
+    /* Min-p boundary: p(300)/p(100) = e^-2 = 0.1353. */
+    p = kipp_sampling_default();
+    p.temperature = 1.0f;
+    p.min_p = 0.135f; /* just below: 100, 200, 300 */
+    s = make(&p);
+    histogram(s, 500, c);
+    CHECK(c[2] > 0 && c[3] == 0 && c[4] == 0);
+    kipp_sampler_destroy(s);
+    p.min_p = 0.136f; /* just above: 100, 200 */
+    s = make(&p);
+    histogram(s, 500, c);
+    CHECK(c[0] > 0 && c[1] > 0 && c[2] == 0 && c[3] == 0 && c[4] == 0);
+    kipp_sampler_destroy(s);
+
+    /* Temperature flattens: at T=2 the 100:200 ratio is e^0.5. */
+    p = kipp_sampling_default();
+    p.temperature = 2.0f;
+    p.top_k = 2;
+    s = make(&p);
+    histogram(s, 3000, c);
+    ratio = (double)c[0] / c[1];
+    CHECKF(fabs(ratio - exp(0.5)) < 0.15, "T=2 ratio %g", ratio);
+    kipp_sampler_destroy(s);
+
+    /* Banned token never appears, greedy or sampled; bias can promote. */
+    kipp_logit_bias bias[2] = {{100, -INFINITY}, {400, 2.5f}};
+    p = kipp_sampling_default();
+    p.logit_bias = bias;
+    p.n_logit_bias = 2;
+    s = make(&p);
+    CHECK(draw(s) == 400); /* 2 + 2.5 = 4.5 beats 200's 4.0 */
+    kipp_sampler_destroy(s);
+    p.temperature = 1.5f;
+    s = make(&p);
+    histogram(s, 500, c);
+    CHECK(c[0] == 0 && c[3] > 0);
+    kipp_sampler_destroy(s);
+
+    /* Penalties apply only to tokens inside the 64-token window. */
+    p = kipp_sampling_default();
+    p.repetition_penalty = 2.0f; /* 5 -> 2.5 for token 100 */
+    s = make(&p);
+    kipp_sampler_accept(s, 100);
+    CHECK(draw(s) == 200);
+    for (int i = 0; i < 63; i++) kipp_sampler_accept(s, 7); /* 100 still inside (64th) */
+    CHECK(draw(s) == 200);
+    kipp_sampler_accept(s, 7); /* now 100 has left the window */
+    CHECK(draw(s) == 100);
+    kipp_sampler_destroy(s);
+    /* Repetition penalty multiplies a negative logit. */
+    p.repetition_penalty = 1.5f;
+    base_logits();
+    logits[100] = -1.0f;
+    logits[200] = -1.2f;
+    for (int i = 0; i < V; i++) if (i != 100 && i != 200) logits[i] = -50.0f;
+    s = make(&p);
+    kipp_sampler_accept(s, 100); /* -1.5 < -1.2 */
+    CHECK(draw(s) == 200);
+    kipp_sampler_destroy(s);
+    base_logits();
+    /* Frequency counts occurrences; presence counts once. 100 leads 200 by 1. */
+    p = kipp_sampling_default();
+    p.frequency_penalty = 0.4f;
+    s = make(&p);
+    kipp_sampler_accept(s, 100);
+    kipp_sampler_accept(s, 100);
+    CHECK(draw(s) == 100); /* 5 - 0.8 = 4.2 > 4 */
+    kipp_sampler_accept(s, 100);
+    CHECK(draw(s) == 200); /* 5 - 1.2 = 3.8 < 4 */
+    kipp_sampler_destroy(s);
+    p = kipp_sampling_default();
+    p.presence_penalty = 0.9f;
+    s = make(&p);
+    for (int i = 0; i < 10; i++) kipp_sampler_accept(s, 100);
+    CHECK(draw(s) == 100); /* 5 - 0.9 = 4.1 > 4, however many times */
+    kipp_sampler_destroy(s);
+    p.presence_penalty = 1.1f;
+    s = make(&p);
+    kipp_sampler_accept(s, 100);
+    CHECK(draw(s) == 200);
+    kipp_sampler_destroy(s);
+
+    /* Same seed, same tokens; another seed, another sequence. */
+    p = kipp_sampling_default();
+    p.temperature = 3.0f; /* flat enough that the tail matters */
+    p.seed = 1234;
+    int32_t seq1[64], seq2[64], seq3[64];
+    kipp_sampler *s1 = make(&p), *s2 = make(&p);
+    p.seed = 1235;
+    kipp_sampler *s3 = make(&p);
+    for (int i = 0; i < 64; i++) {
+        seq1[i] = draw(s1);
+        seq2[i] = draw(s2);
+        seq3[i] = draw(s3);
+    }
+    CHECK(memcmp(seq1, seq2, sizeof seq1) == 0);
+    CHECK(memcmp(seq1, seq3, sizeof seq1) != 0);
+    kipp_sampler_destroy(s1);
+    kipp_sampler_destroy(s2);
+    kipp_sampler_destroy(s3);
+
+    /* Everything banned: no token (-1), never an out-of-range id. */
+    for (int i = 0; i < V; i++) work[i] = -INFINITY;
+    p = kipp_sampling_default();
+    s = make(&p);
+    CHECK(kipp_sampler_sample(s, work) == -1);
+    kipp_sampler_destroy(s);
+
+    /* Bad parameters are rejected. */
+    kipp_sampler *bad = NULL;
+    p = kipp_sampling_default();
+    p.temperature = -1;
+    CHECK(kipp_sampler_create(&p, &bad, &err) == KIPP_E_ARGUMENT);
+    p = kipp_sampling_default();
+    p.top_p = 0;
+    CHECK(kipp_sampler_create(&p, &bad, &err) == KIPP_E_ARGUMENT);
+    p = kipp_sampling_default();
+    p.top_k = -2;
+    CHECK(kipp_sampler_create(&p, &bad, &err) == KIPP_E_ARGUMENT);
+    p = kipp_sampling_default();
+    kipp_logit_bias oob = {V, 1.0f};
+    p.logit_bias = &oob;
+    p.n_logit_bias = 1;
+    CHECK(kipp_sampler_create(&p, &bad, &err) == KIPP_E_ARGUMENT);
+    CHECK(bad == NULL);
+    return test_finish("test_sampler");
+}
