@@ -72,6 +72,10 @@ $(MODELS)/%/config.json: $(BUILD)/kipp $(TOKENIZER_DIR)/tokenizer.json
 $(MODELS)/%.gguf: $(MODELS)/%/config.json
 	$(BUILD)/kipp convert $(MODELS)/$* -o $@
 
+# config.json is the pattern chain's middle file; keep it (make would delete
+# it as an intermediate, and the FP64 reference reads the HF directory).
+.PRECIOUS: $(MODELS)/%/config.json
+
 fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-instruct.gguf
 
 # ---- tests -------------------------------------------------------------
