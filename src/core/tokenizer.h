@@ -14,6 +14,15 @@ typedef struct kipp_tokenizer kipp_tokenizer;
 /* Builds the tokenizer from tokenizer.ggml.tokens / token_type / merges. */
 int kipp_tokenizer_create(const kipp_artifact *artifact, kipp_tokenizer **out,
                           kipp_error *err);
+/* The same from plain arrays (kipp_tokenizer_create is a thin adapter; tests
+ * build from tokenizer.json directly): tokens[n_tokens] in GPT-2
+ * byte-to-unicode form (added tokens as their literal text), types[n_tokens]
+ * (1 normal, 3 control, 4 user-defined, 5 unused), merges[n_merges] as
+ * "left right" in rank order. Everything is copied. */
+int kipp_tokenizer_create_from_arrays(const gguf_str *tokens, const int32_t *types,
+                                      size_t n_tokens, const gguf_str *merges,
+                                      size_t n_merges, kipp_tokenizer **out,
+                                      kipp_error *err);
 void kipp_tokenizer_destroy(kipp_tokenizer *t);
 
 /* ids is malloc'd (caller frees). */
