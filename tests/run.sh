@@ -35,7 +35,7 @@ for t in "$BUILD"/tests/test_*; do
 done
 for s in tests/scripts/test_*.sh; do
     [ -f "$s" ] || continue
-    run_one "$(basename "$s" .sh)" sh "$s"
+    run_one "$(basename "$s")" sh "$s"
 done
 
 [ -n "$failed_names" ] && echo "failed:$failed_names"
