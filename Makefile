@@ -25,7 +25,7 @@ ifeq ($(SAN),thread)
 endif
 
 LIB_SRCS  := $(sort $(wildcard src/core/*.c src/convert/*.c src/ref/*.c src/cpu/*.c))
-CLI_SRCS  := $(sort $(wildcard src/cli/*.c))
+CLI_SRCS  := $(sort $(wildcard src/cli/*.c src/server/*.c))
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -57,6 +57,11 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(LDLIBS_ALL)
 
+# The HTTP parser knows nothing of the engine; its test links it alone.
+$(BUILD)/tests/test_http: tests/unit/test_http.c tests/unit/test_util.h $(BUILD)/obj/src/server/http.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/obj/src/server/http.o $(LDLIBS_ALL)
+
 -include $(DEPS)
 
 # ---- fixtures: tokenizer files and synthetic checkpoints --------------------
@@ -72,11 +77,23 @@ $(MODELS)/%/config.json: $(BUILD)/kipp $(TOKENIZER_DIR)/tokenizer.json
 $(MODELS)/%.gguf: $(MODELS)/%/config.json
 	$(BUILD)/kipp convert $(MODELS)/$* -o $@
 
+# Quantized artifacts of a fixture (issue 6): NAME.SCHEME.gguf, converted
+# from the same checkpoint directory. The stem (NAME) is shorter than the
+# plain rule's, so make picks these rules for the dotted names.
+$(MODELS)/%.q8_0.gguf: $(MODELS)/%/config.json
+	$(BUILD)/kipp convert $(MODELS)/$* -o $@ --quant q8_0
+$(MODELS)/%.affine4_gs32.gguf: $(MODELS)/%/config.json
+	$(BUILD)/kipp convert $(MODELS)/$* -o $@ --quant affine4_gs32
+$(MODELS)/%.scale4_gs32.gguf: $(MODELS)/%/config.json
+	$(BUILD)/kipp convert $(MODELS)/$* -o $@ --quant scale4_gs32
+QUANT_FIXTURES = $(foreach q,q8_0 affine4_gs32 scale4_gs32,$(MODELS)/synthetic-tiny.$(q).gguf)
+
 # config.json is the pattern chain's middle file; keep it (make would delete
 # it as an intermediate, and the FP64 reference reads the HF directory).
 .PRECIOUS: $(MODELS)/%/config.json
 
-fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-instruct.gguf
+fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-instruct.gguf \
+          $(QUANT_FIXTURES)
 
 # ---- tests -------------------------------------------------------------
 
@@ -89,7 +106,8 @@ test-sanitize:
 test-tsan:
 	$(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 CC=clang test
 
-test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf
+test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf \
+           $(foreach q,q8_0 affine4_gs32 scale4_gs32,$(MODELS)/synthetic-0.6b.$(q).gguf)
 	BUILD=$(BUILD) KIPP_TEST_FULL=1 sh tests/run.sh
 
 # ---- fuzzing (clang libFuzzer; bounded time) ----------------------------

@@ -201,6 +201,29 @@ void kipp_sampler_accept(kipp_sampler *s, int32_t token);
  * and may be modified. */
 int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 
+/* ---- chat rendering ----------------------------------------------------- */
+
+/* One chat message. role is "system", "user" or "assistant"; content is
+ * UTF-8 of content_length bytes. reasoning_content (NULL = absent) is an
+ * assistant turn's thinking, as in the Qwen3 template. */
+typedef struct kipp_chat_message {
+    const char *role;
+    const char *content;
+    size_t content_length;
+    const char *reasoning_content;
+    size_t reasoning_length;
+} kipp_chat_message;
+
+/* Renders messages as the checkpoint's ChatML prompt, byte-identical to its
+ * Jinja chat template (Qwen3 hybrid-thinking template; tools are not
+ * supported). add_generation_prompt appends the assistant header;
+ * enable_thinking=false then also appends the empty think block.
+ * Base entries and variants without a native renderer give
+ * KIPP_E_UNSUPPORTED. *text is malloc'd and NUL-terminated; free() it. */
+int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
+                     size_t n_messages, bool add_generation_prompt, bool enable_thinking,
+                     char **text, size_t *length, kipp_error *err);
+
 /* ---- inspection (`kipp info`) ----------------------------------------- */
 
 /* A strictly validated artifact opened only to describe it: the same checks

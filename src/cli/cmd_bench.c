@@ -1,0 +1,233 @@
+/* `kipp bench`: prefill and decode throughput of one backend on one file.
+ *
+ * Each repetition makes a fresh session, prefills a P-token prompt in one
+ * kipp_eval call (logits for the last position only), then decodes D tokens
+ * one kipp_eval call each, feeding back the argmax (included in the time,
+ * as a real greedy loop pays it). Decode therefore runs at P..P+D tokens of
+ * context: `--prompt-tokens 4096 --decode 32` measures decode at 4K context.
+ * One short warm-up (faults in the mapped weights, wakes the threads)
+ * precedes the timed repetitions; the medians are reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "kipp.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: kipp bench -m FILE [--backend cpu|ref] [--threads N] [--prompt-tokens P]\n"
+            "                  [--decode D] [--reps R] [--json]\n"
+            "Prefill tokens/s for a P-token prompt (one eval call) and decode tokens/s over D\n"
+            "tokens after it (so decode runs at P..P+D tokens of context); medians of R\n"
+            "repetitions after a warm-up. Defaults: cpu, threads = online cores, P 512, D 64,\n"
+            "R 3. --json prints one JSON object.\n");
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n) {
+    double s[64];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static int32_t argmax(const float *x) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < KIPP_VOCAB_SIZE; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return 1;
+    *out = (int)v;
+    return 0;
+}
+
+/* One repetition: prefill n_prompt tokens, decode n_decode. Times in s. */
+static int run_once(kipp_model *m, const int32_t *prompt, int n_prompt, int n_decode,
+                    float *logits, double *t_prefill, double *t_decode, kipp_error *err) {
+    kipp_session *s = NULL;
+    kipp_session_options so = {.capacity = (uint32_t)(n_prompt + n_decode + 1)};
+    int rc = kipp_session_create(m, &so, &s, err);
+    if (rc) return rc;
+    double t0 = now();
+    kipp_eval_item it = {s, prompt, (uint32_t)n_prompt, 1, logits};
+    rc = kipp_eval(m, &it, 1, err);
+    double t1 = now();
+    for (int d = 0; d < n_decode && !rc; d++) {
+        int32_t tok = argmax(logits);
+        kipp_eval_item step = {s, &tok, 1, 1, logits};
+        rc = kipp_eval(m, &step, 1, err);
+    }
+    double t2 = now();
+    kipp_session_destroy(s);
+    *t_prefill = t1 - t0;
+    *t_decode = t2 - t1;
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    kipp_backend_kind backend = KIPP_BACKEND_CPU;
+    int threads = 0, n_prompt = 512, n_decode = 64, reps = 3, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!v) {
+            fprintf(stderr, "kipp bench: %s needs a value (or is unknown)\n", a);
+            return 2;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            path = v, i++;
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu"))
+                backend = KIPP_BACKEND_CPU;
+            else if (!strcmp(v, "ref"))
+                backend = KIPP_BACKEND_REF;
+            else {
+                fprintf(stderr, "kipp bench: unknown backend '%s' (cpu or ref)\n", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+            if (parse_int(v, 1, 1024, &threads)) {
+                fprintf(stderr, "kipp bench: --threads wants 1..1024, got '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--prompt-tokens") || !strcmp(a, "-p")) {
+            if (parse_int(v, 1, 1 << 20, &n_prompt)) {
+                fprintf(stderr, "kipp bench: --prompt-tokens wants a positive count, got '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--decode") || !strcmp(a, "-d")) {
+            if (parse_int(v, 0, 1 << 20, &n_decode)) {
+                fprintf(stderr, "kipp bench: --decode wants a count >= 0, got '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--reps") || !strcmp(a, "-r")) {
+            if (parse_int(v, 1, 64, &reps)) {
+                fprintf(stderr, "kipp bench: --reps wants 1..64, got '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else {
+            fprintf(stderr, "kipp bench: unknown argument '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "kipp bench: -m FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+
+    kipp_error err = {0};
+    kipp_model *m = NULL;
+    kipp_model_options mo = {.backend = backend, .threads = threads};
+    if (kipp_model_open(path, &mo, &m, &err)) {
+        fprintf(stderr, "kipp bench: %s\n", err.message);
+        return 1;
+    }
+    const kipp_checkpoint *c = kipp_model_checkpoint(m);
+    if ((uint64_t)n_prompt + n_decode + 1 > c->context) {
+        fprintf(stderr, "kipp bench: %d + %d tokens exceed the context length %u of %s\n",
+                n_prompt, n_decode, c->context, c->id);
+        kipp_model_close(m);
+        return 2;
+    }
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    float *logits = malloc((size_t)KIPP_VOCAB_SIZE * sizeof *logits);
+    if (!prompt || !logits) {
+        fprintf(stderr, "kipp bench: out of memory\n");
+        free(prompt);
+        free(logits);
+        kipp_model_close(m);
+        return 1;
+    }
+    /* Deterministic ordinary token ids (the content does not change the
+     * work; the same ids every run keep runs comparable). */
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int i = 0; i < n_prompt; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        prompt[i] = (int32_t)(x % 151000);
+    }
+
+    double tp[64], td[64], pre_tps[64], dec_tps[64];
+    int rc = run_once(m, prompt, n_prompt < 32 ? n_prompt : 32, n_decode < 4 ? n_decode : 4,
+                      logits, &tp[0], &td[0], &err); /* warm-up */
+    for (int r = 0; r < reps && !rc; r++) {
+        rc = run_once(m, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
+        pre_tps[r] = n_prompt / tp[r];
+        dec_tps[r] = n_decode ? n_decode / td[r] : 0.0;
+        if (!json)
+            fprintf(stderr, "  rep %d: prefill %.2f tok/s, decode %.2f tok/s\n", r + 1,
+                    pre_tps[r], dec_tps[r]);
+    }
+    if (rc) {
+        fprintf(stderr, "kipp bench: %s\n", err.message);
+        free(prompt);
+        free(logits);
+        kipp_model_close(m);
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+    double p_med = median(pre_tps, reps), d_med = n_decode ? median(dec_tps, reps) : 0.0;
+    const char *isa = getenv("KIPP_CPU_ISA");
+    if (json) {
+        printf("{\"backend\":\"%s\",\"model\":\"%s\",\"checkpoint\":\"%s\",\"quant\":\"%s\","
+               "\"isa\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
+               "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
+               "\"peak_rss_mib\":%.1f,\"prefill_tps_runs\":[",
+               kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
+               isa && *isa ? isa : "auto", threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               d_med, rss_mib);
+        for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
+        printf("],\"decode_tps_runs\":[");
+        for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", dec_tps[r]);
+        printf("]}\n");
+    } else {
+        printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
+               c->synthetic ? "  [synthetic: random weights]" : "");
+        printf("backend    %s, %d threads, kernels %s\n", kipp_backend_name(backend), threads,
+               isa && *isa ? isa : "auto");
+        printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
+        if (n_decode)
+            printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",
+                   n_decode, n_prompt, n_prompt + n_decode, d_med, reps);
+        printf("peak RSS   %.1f MiB\n", rss_mib);
+    }
+    free(prompt);
+    free(logits);
+    kipp_model_close(m);
+    return 0;
+}

@@ -1,0 +1,508 @@
+/* The `cpu` backend: the oracle's forward pass (src/ref/ref_forward.c, same
+ * step names) over many rows at once, with SIMD kernels (kernels.h) and a
+ * persistent thread pool (pool.h).
+ *
+ * Rows. An eval call's items are laid end to end: every token of every item
+ * is one row (item, position, token). Rows go through the layers in chunks
+ * of up to MAX_ROWS, so every weight is read once per chunk for all the
+ * sessions in it (decode of N sessions = one chunk of N rows). A chunk
+ * finishes all layers before the next starts, so a row's attention always
+ * finds the K/V of its earlier positions in the cache, whether they came
+ * from this chunk, an earlier chunk or an earlier call.
+ *
+ * Batch invariance (see kernels.h): each row's numbers are computed by
+ * per-row code whose order is fixed by the weight shapes; threads split
+ * output columns or (row, head) tasks, never a reduction. So a token's
+ * logits do not depend on its chunk, its neighbours or the thread count.
+ *
+ * Parallel regions per layer (one fork/join each; units claimed
+ * dynamically by whichever thread is running, see pool.h):
+ *   1 attn_norm + pack       one unit per row
+ *   2 q, k, v projections    units = output-column ranges
+ *   3 q/k norm, RoPE, store  one unit per (row, KV head)
+ *   4 attention + pack       one unit per (row, KV head)
+ *   5 attn_output + residual units = output-column ranges
+ *   6 ffn_norm + pack        one unit per row
+ *   7 gate, up, SiLU*up, pack units = output-column ranges
+ *   8 ffn_down + residual    units = output-column ranges */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "core/common.h"
+#include "core/gguf.h"
+#include "cpu/kernels.h"
+#include "cpu/pool.h"
+
+#define HALF_DIM (KIPP_HEAD_DIM / 2)
+#define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
+#define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
+
+typedef struct cpu_model {
+    const kipp_checkpoint *ckpt;
+    const kipp_weights *w;
+    const kipp_cpu_kernels *kern;
+    kipp_pool *pool;
+    pthread_mutex_t lock; /* one eval at a time: the scratch below is shared */
+    double rope_freq[HALF_DIM]; /* theta^(-2i/128), as the oracle */
+    uint32_t H, A, F, group;    /* hidden, heads*128, ffn, query heads per KV head */
+
+    /* Scratch for one chunk of rows, made once (no allocation per token). */
+    float *x;      /* (rows, H) residual stream */
+    float *xn;     /* (rows, H) normed input / sub-block output */
+    float *q;      /* (rows, A) */
+    float *k;      /* (rows, 1024) */
+    float *v;      /* (rows, 1024) */
+    float *attn;   /* (rows, A) */
+    float *gate;   /* (rows, F) */
+    float *up;     /* (rows, F) */
+    float *rope;   /* (rows, 128): cos[64] then sin[64] of the row's position */
+    /* (rows, act_stride) packed activations, the matmul input. Two buffers:
+     * region 7 reads act[0] (normed x) while packing its output into
+     * act[1] for ffn_down, so no thread overwrites what another still reads. */
+    uint8_t *act[2];
+    size_t act_stride;
+    float *att_scratch; /* (threads, group * 32) */
+    /* Row pointer arrays for the matmul outputs. */
+    float **q_rows, **k_rows, **v_rows, **xn_rows, **gate_rows, **up_rows, **logit_rows;
+
+    /* The current chunk. */
+    uint32_t n_rows;
+    kipp_kv_cache *row_kv[MAX_ROWS];
+    uint32_t row_pos[MAX_ROWS];
+    int32_t row_token[MAX_ROWS];
+    uint32_t layer;
+} cpu_model;
+
+/* ---- creation --------------------------------------------------------- */
+
+static int check_tensor(const kipp_tensor *t, const char *name, int layer, uint64_t rows,
+                        uint64_t cols, bool vector, kipp_error *err) {
+    if (!t->data || t->rows != rows || t->cols != cols)
+        return kipp_fail(err, KIPP_E_FORMAT,
+                         "cpu backend: tensor %s (layer %d) has shape [%llu][%llu], expected "
+                         "[%llu][%llu]", name, layer, (unsigned long long)t->rows,
+                         (unsigned long long)t->cols, (unsigned long long)rows,
+                         (unsigned long long)cols);
+    if (cols % KIPP_CPU_K_ALIGN)
+        return kipp_fail(err, KIPP_E_FORMAT, "cpu backend: tensor %s width %llu is not a "
+                         "multiple of %d", name, (unsigned long long)cols, KIPP_CPU_K_ALIGN);
+    /* Per-type dispatch: projections are BF16 today; Q8_0/Q4_0/Q4_1 add a
+     * matmul per type to the kernel table and a case in matmul_for(). */
+    bool ok = vector ? t->type == GGML_TYPE_F32 : t->type == GGML_TYPE_BF16;
+    if (!ok)
+        return kipp_fail(err, KIPP_E_UNSUPPORTED,
+                         "cpu backend: tensor %s (layer %d) has ggml type %u, which the cpu "
+                         "backend does not read yet", name, layer, t->type);
+    return KIPP_OK;
+}
+
+static int check_weights(const kipp_checkpoint *c, const kipp_weights *w, kipp_error *err) {
+    uint64_t H = c->hidden, A = (uint64_t)c->heads * KIPP_HEAD_DIM, F = c->ffn;
+    int rc = check_tensor(&w->token_embd, "token_embd", -1, KIPP_VOCAB_SIZE, H, false, err);
+    if (!rc) rc = check_tensor(&w->output_norm, "output_norm", -1, 1, H, true, err);
+    if (!rc) rc = check_tensor(&w->output, "output", -1, KIPP_VOCAB_SIZE, H, false, err);
+    for (uint32_t l = 0; l < c->layers && !rc; l++) {
+        const kipp_layer_weights *L = &w->layers[l];
+        int i = (int)l;
+        rc = check_tensor(&L->attn_norm, "attn_norm", i, 1, H, true, err);
+        if (!rc) rc = check_tensor(&L->attn_q, "attn_q", i, A, H, false, err);
+        if (!rc) rc = check_tensor(&L->attn_k, "attn_k", i, KIPP_KV_ROW, H, false, err);
+        if (!rc) rc = check_tensor(&L->attn_v, "attn_v", i, KIPP_KV_ROW, H, false, err);
+        if (!rc) rc = check_tensor(&L->attn_output, "attn_output", i, H, A, false, err);
+        if (!rc) rc = check_tensor(&L->attn_q_norm, "attn_q_norm", i, 1, KIPP_HEAD_DIM, true, err);
+        if (!rc) rc = check_tensor(&L->attn_k_norm, "attn_k_norm", i, 1, KIPP_HEAD_DIM, true, err);
+        if (!rc) rc = check_tensor(&L->ffn_norm, "ffn_norm", i, 1, H, true, err);
+        if (!rc) rc = check_tensor(&L->ffn_gate, "ffn_gate", i, F, H, false, err);
+        if (!rc) rc = check_tensor(&L->ffn_up, "ffn_up", i, F, H, false, err);
+        if (!rc) rc = check_tensor(&L->ffn_down, "ffn_down", i, H, F, false, err);
+    }
+    return rc;
+}
+
+static void cpu_model_destroy(void *state) {
+    cpu_model *m = state;
+    if (!m) return;
+    kipp_pool_destroy(m->pool);
+    pthread_mutex_destroy(&m->lock);
+    free(m->x);
+    free(m->xn);
+    free(m->q);
+    free(m->k);
+    free(m->v);
+    free(m->attn);
+    free(m->gate);
+    free(m->up);
+    free(m->rope);
+    free(m->act[0]);
+    free(m->act[1]);
+    free(m->att_scratch);
+    free(m->q_rows);
+    free(m->k_rows);
+    free(m->v_rows);
+    free(m->xn_rows);
+    free(m->gate_rows);
+    free(m->up_rows);
+    free(m->logit_rows);
+    free(m);
+}
+
+static float *alloc_rows(size_t width, kipp_error *err) {
+    return kipp_calloc((size_t)MAX_ROWS * width, sizeof(float), err);
+}
+
+static float **row_pointers(float *base, size_t width, kipp_error *err) {
+    float **p = kipp_calloc(MAX_ROWS, sizeof *p, err);
+    if (p && base)
+        for (size_t r = 0; r < MAX_ROWS; r++) p[r] = base + r * width;
+    return p;
+}
+
+static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *options,
+                            void **out, kipp_error *err) {
+    const kipp_checkpoint *c = a->checkpoint;
+    const kipp_weights *w = &a->weights;
+    if (!c || !w->layers) return kipp_fail(err, KIPP_E_ARGUMENT, "cpu backend: no weights bound");
+    int rc = check_weights(c, w, err);
+    if (rc) return rc;
+    char why[160] = "";
+    const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(why, sizeof why);
+    if (!kern) return kipp_fail(err, KIPP_E_BACKEND, "cpu backend: %s", why);
+
+    int threads = options ? options->threads : 0;
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    cpu_model *m = kipp_calloc(1, sizeof *m, err);
+    if (!m) return KIPP_E_MEMORY;
+    pthread_mutex_init(&m->lock, NULL);
+    m->ckpt = c;
+    m->w = w;
+    m->kern = kern;
+    m->H = c->hidden;
+    m->A = c->heads * KIPP_HEAD_DIM;
+    m->F = c->ffn;
+    m->group = c->heads / KIPP_KV_HEADS;
+    for (int i = 0; i < HALF_DIM; i++)
+        m->rope_freq[i] = pow(c->rope_theta, -2.0 * i / (double)KIPP_HEAD_DIM);
+
+    uint32_t widest = m->H > m->A ? m->H : m->A;
+    if (m->F > widest) widest = m->F;
+    m->act_stride = kern->act_bytes(widest);
+    m->x = alloc_rows(m->H, err);
+    m->xn = alloc_rows(m->H, err);
+    m->q = alloc_rows(m->A, err);
+    m->k = alloc_rows(KIPP_KV_ROW, err);
+    m->v = alloc_rows(KIPP_KV_ROW, err);
+    m->attn = alloc_rows(m->A, err);
+    m->gate = alloc_rows(m->F, err);
+    m->up = alloc_rows(m->F, err);
+    m->rope = alloc_rows(KIPP_HEAD_DIM, err);
+    m->act[0] = kipp_calloc(MAX_ROWS, m->act_stride, err);
+    m->act[1] = kipp_calloc(MAX_ROWS, m->act_stride, err);
+    m->att_scratch = kipp_calloc((size_t)threads * m->group * KIPP_CPU_ATT_BLOCK, sizeof(float),
+                                 err);
+    m->q_rows = row_pointers(m->q, m->A, err);
+    m->k_rows = row_pointers(m->k, KIPP_KV_ROW, err);
+    m->v_rows = row_pointers(m->v, KIPP_KV_ROW, err);
+    m->xn_rows = row_pointers(m->xn, m->H, err);
+    m->gate_rows = row_pointers(m->gate, m->F, err);
+    m->up_rows = row_pointers(m->up, m->F, err);
+    m->logit_rows = row_pointers(NULL, 0, err);
+    if (!m->x || !m->xn || !m->q || !m->k || !m->v || !m->attn || !m->gate || !m->up ||
+        !m->rope || !m->act[0] || !m->act[1] || !m->att_scratch || !m->q_rows || !m->k_rows || !m->v_rows ||
+        !m->xn_rows || !m->gate_rows || !m->up_rows || !m->logit_rows) {
+        cpu_model_destroy(m);
+        return kipp_fail(err, KIPP_E_MEMORY, "cpu backend: out of memory for scratch");
+    }
+    rc = kipp_pool_create(threads, &m->pool, err);
+    if (rc) {
+        cpu_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return KIPP_OK;
+}
+
+/* The session's state lives in its KV cache; scratch is per model. */
+static int cpu_session_create(void *state, kipp_kv_cache *kv, void **out, kipp_error *err) {
+    *out = NULL;
+    return KIPP_OK;
+}
+static void cpu_session_destroy(void *state, void *session_state) {}
+
+/* ---- parallel regions -------------------------------------------------- */
+
+static inline float *row(float *base, size_t width, uint32_t r) { return base + (size_t)r * width; }
+static inline void *act_row(const cpu_model *m, int buf, uint32_t r) {
+    return m->act[buf] + (size_t)r * m->act_stride;
+}
+
+/* Every tier packs 32-value chunks independently at a fixed size per
+ * chunk, so a 32-aligned slice [off, off + n) of a row packs to byte
+ * offset act_bytes(off). */
+static inline void pack_slice(const cpu_model *m, int buf, const float *x, uint32_t off,
+                              uint32_t n, uint32_t r) {
+    m->kern->pack_act(x + off, n, (uint8_t *)act_row(m, buf, r) + m->kern->act_bytes(off));
+}
+
+static kipp_cpu_matmul_fn matmul_for(const cpu_model *m, const kipp_tensor *t) {
+    (void)t; /* BF16 only today (checked at creation); one case per type later */
+    return m->kern->matmul_bf16;
+}
+
+/* y[r][n0..n1) = t . act[buf] row r. */
+static void matmul_cols(const cpu_model *m, const kipp_tensor *t, int buf, uint32_t n0,
+                        uint32_t n1, uint32_t rows, float *const *y) {
+    if (n0 >= n1 || rows == 0) return;
+    matmul_for(m, t)(t->data, (uint32_t)t->cols, n0, n1, m->act[buf], m->act_stride, rows, y);
+}
+
+typedef struct region {
+    cpu_model *m;
+    const kipp_layer_weights *L;
+    const float *norm;     /* regions 1, 6 */
+    uint32_t n_rows;       /* rows this region works on */
+    const kipp_tensor *out_w; /* region 5/8: attn_output or ffn_down */
+    int out_buf;           /* which packed buffer out_w reads */
+    uint32_t logit_rows;   /* output head */
+} region;
+
+/* 1, 6: xn = RMSNorm(x) per row, packed for the next matmul. */
+static void region_norm_pack(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    uint32_t b, e;
+    kipp_pool_split(g->n_rows, 1, unit, n_units, &b, &e);
+    for (uint32_t r = b; r < e; r++) {
+        float *xn = row(m->xn, m->H, r);
+        m->kern->rmsnorm(xn, row(m->x, m->H, r), g->norm, m->H, KIPP_RMS_EPS);
+        pack_slice(m, 0, xn, 0, m->H, r);
+    }
+}
+
+/* 2: q, k, v projections; the three outputs' columns laid end to end are
+ * split between threads. */
+static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    uint32_t total = m->A + 2 * KIPP_KV_ROW, b, e;
+    kipp_pool_split(total, COL_GRAIN, unit, n_units, &b, &e);
+    const kipp_tensor *w[3] = {&g->L->attn_q, &g->L->attn_k, &g->L->attn_v};
+    float **y[3] = {m->q_rows, m->k_rows, m->v_rows};
+    uint32_t start = 0;
+    for (int i = 0; i < 3; i++) {
+        uint32_t len = (uint32_t)w[i]->rows;
+        uint32_t lo = b > start ? b - start : 0, hi = e - start < len ? e - start : len;
+        if (e > start && lo < hi) matmul_cols(m, w[i], 0, lo, hi, g->n_rows, y[i]);
+        start += len;
+    }
+}
+
+/* 3: per (row, KV head): per-head RMSNorm and RoPE of K and of the query
+ * heads that read it; K and V stored in the paged cache as BF16. */
+static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    const kipp_cpu_kernels *kr = m->kern;
+    uint32_t b, e;
+    kipp_pool_split(g->n_rows * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
+    for (uint32_t t = b; t < e; t++) {
+        uint32_t r = t / KIPP_KV_HEADS, kvh = t % KIPP_KV_HEADS;
+        const float *cs = row(m->rope, KIPP_HEAD_DIM, r);
+        for (uint32_t h = kvh * m->group; h < (kvh + 1) * m->group; h++) {
+            float *qh = row(m->q, m->A, r) + (size_t)h * KIPP_HEAD_DIM;
+            kr->rmsnorm(qh, qh, g->L->attn_q_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
+            kr->rope(qh, cs, cs + HALF_DIM);
+        }
+        float *kh = row(m->k, KIPP_KV_ROW, r) + (size_t)kvh * KIPP_HEAD_DIM;
+        const float *vh = row(m->v, KIPP_KV_ROW, r) + (size_t)kvh * KIPP_HEAD_DIM;
+        kr->rmsnorm(kh, kh, g->L->attn_k_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
+        kr->rope(kh, cs, cs + HALF_DIM);
+        kipp_kv_cache *kv = m->row_kv[r];
+        size_t off = kipp_kv_row_offset(kv, m->layer, m->row_pos[r]) + (size_t)kvh * KIPP_HEAD_DIM;
+        for (int i = 0; i < KIPP_HEAD_DIM; i++) {
+            kv->k[off + i] = kipp_f32_to_bf16(kh[i]);
+            kv->v[off + i] = kipp_f32_to_bf16(vh[i]);
+        }
+    }
+}
+
+/* 4: causal grouped-query attention per (row, KV head) over the row's
+ * positions 0..pos, then the slice is packed for attn_output. */
+static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    const float scale = 1.0f / sqrtf((float)KIPP_HEAD_DIM);
+    float *scratch = m->att_scratch + (size_t)tid * m->group * KIPP_CPU_ATT_BLOCK;
+    uint32_t b, e;
+    kipp_pool_split(g->n_rows * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
+    for (uint32_t t = b; t < e; t++) {
+        uint32_t r = t / KIPP_KV_HEADS, kvh = t % KIPP_KV_HEADS;
+        const kipp_kv_cache *kv = m->row_kv[r];
+        size_t layer_off = (size_t)m->layer * kv->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW +
+                           (size_t)kvh * KIPP_HEAD_DIM;
+        uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
+        float *out = row(m->attn, m->A, r) + off;
+        m->kern->attention(row(m->q, m->A, r) + off, m->group, kv->k + layer_off,
+                           kv->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale, out,
+                           scratch);
+        pack_slice(m, 0, row(m->attn, m->A, r), off, m->group * KIPP_HEAD_DIM, r);
+    }
+}
+
+/* 5, 8: x += W . act over this thread's output columns. */
+static void region_out_residual(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    uint32_t b, e;
+    kipp_pool_split(m->H, COL_GRAIN, unit, n_units, &b, &e);
+    matmul_cols(m, g->out_w, g->out_buf, b, e, g->n_rows, m->xn_rows);
+    for (uint32_t r = 0; r < g->n_rows; r++) {
+        float *x = row(m->x, m->H, r);
+        const float *o = row(m->xn, m->H, r);
+        for (uint32_t i = b; i < e; i++) x[i] += o[i];
+    }
+}
+
+/* 7: gate and up over this thread's columns, SiLU(gate) * up, packed. */
+static void region_gate_up(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    uint32_t b, e;
+    kipp_pool_split(m->F, COL_GRAIN, unit, n_units, &b, &e);
+    if (b >= e) return;
+    matmul_cols(m, &g->L->ffn_gate, 0, b, e, g->n_rows, m->gate_rows);
+    matmul_cols(m, &g->L->ffn_up, 0, b, e, g->n_rows, m->up_rows);
+    for (uint32_t r = 0; r < g->n_rows; r++) {
+        float *gr = row(m->gate, m->F, r);
+        m->kern->silu_mul(gr + b, row(m->up, m->F, r) + b, e - b);
+        pack_slice(m, 1, gr, b, e - b, r);
+    }
+}
+
+/* Output head over the vocabulary, columns split. */
+static void region_logits(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
+    region *g = ctx;
+    cpu_model *m = g->m;
+    uint32_t b, e;
+    kipp_pool_split(KIPP_VOCAB_SIZE, COL_GRAIN, unit, n_units, &b, &e);
+    matmul_cols(m, &m->w->output, 0, b, e, g->logit_rows, m->logit_rows);
+}
+
+/* ---- the forward pass over one chunk of rows --------------------------- */
+
+/* Units for a column-split region: a few per thread so that a slow or
+ * descheduled thread's share is picked up by the others. */
+static uint32_t col_units(const cpu_model *m, uint32_t columns) {
+    uint32_t most = (columns + COL_GRAIN - 1) / COL_GRAIN;
+    uint32_t want = (uint32_t)kipp_pool_threads(m->pool) * 4;
+    return want < most ? want : most;
+}
+
+static void forward_chunk(cpu_model *m, float *const *logits) {
+    const kipp_weights *w = m->w;
+    uint32_t R = m->n_rows;
+    region g = {.m = m, .n_rows = R};
+
+    for (uint32_t r = 0; r < R; r++) {
+        /* Token embedding: x = token_embd[token] (hidden,) */
+        const uint16_t *e = (const uint16_t *)w->token_embd.data + (size_t)m->row_token[r] * m->H;
+        float *x = row(m->x, m->H, r);
+        for (uint32_t i = 0; i < m->H; i++) x[i] = kipp_bf16_to_f32(e[i]);
+        /* RoPE angles for this position, shared by every layer and head. */
+        float *cs = row(m->rope, KIPP_HEAD_DIM, r);
+        for (int i = 0; i < HALF_DIM; i++) {
+            double angle = (double)m->row_pos[r] * m->rope_freq[i];
+            cs[i] = (float)cos(angle);
+            cs[HALF_DIM + i] = (float)sin(angle);
+        }
+    }
+
+    for (uint32_t l = 0; l < m->ckpt->layers; l++) {
+        const kipp_layer_weights *L = &w->layers[l];
+        m->layer = l;
+        g.L = L;
+
+        /* Attention block: xn = RMSNorm(x); q, k, v projections. */
+        g.norm = L->attn_norm.data;
+        kipp_pool_run(m->pool, region_norm_pack, &g, R);
+        kipp_pool_run(m->pool, region_qkv, &g, col_units(m, m->A + 2 * KIPP_KV_ROW));
+        /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
+        kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
+        /* Causal grouped-query attention over the paged cache. */
+        kipp_pool_run(m->pool, region_attention, &g, R * KIPP_KV_HEADS);
+        /* Output projection (heads*128 -> hidden) plus residual. */
+        g.out_w = &L->attn_output;
+        g.out_buf = 0;
+        kipp_pool_run(m->pool, region_out_residual, &g, col_units(m, m->H));
+
+        /* MLP block: x += down(SiLU(gate(xn)) * up(xn)), xn = RMSNorm(x). */
+        g.norm = L->ffn_norm.data;
+        kipp_pool_run(m->pool, region_norm_pack, &g, R);
+        kipp_pool_run(m->pool, region_gate_up, &g, col_units(m, m->F));
+        g.out_w = &L->ffn_down;
+        g.out_buf = 1;
+        kipp_pool_run(m->pool, region_out_residual, &g, col_units(m, m->H));
+    }
+
+    /* Final RMSNorm and output head, only for rows that want logits:
+     * their residuals are gathered to the front first. */
+    uint32_t nl = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        if (!logits[r]) continue;
+        if (nl != r) memcpy(row(m->x, m->H, nl), row(m->x, m->H, r), m->H * sizeof(float));
+        m->logit_rows[nl++] = logits[r];
+    }
+    if (nl) {
+        g.norm = w->output_norm.data;
+        g.n_rows = nl;
+        g.logit_rows = nl;
+        kipp_pool_run(m->pool, region_norm_pack, &g, nl);
+        kipp_pool_run(m->pool, region_logits, &g, col_units(m, KIPP_VOCAB_SIZE));
+    }
+}
+
+static int cpu_eval(void *state, kipp_backend_item *items, size_t n_items, kipp_error *err) {
+    cpu_model *m = state;
+    float *logits[MAX_ROWS];
+    pthread_mutex_lock(&m->lock);
+    uint32_t R = 0;
+    for (size_t it = 0; it < n_items; it++) {
+        kipp_backend_item *item = &items[it];
+        uint32_t first_logit = item->n_tokens - item->n_logits;
+        for (uint32_t i = 0; i < item->n_tokens; i++) {
+            m->row_kv[R] = item->kv;
+            m->row_pos[R] = item->kv->length + i;
+            m->row_token[R] = item->tokens[i];
+            logits[R] = i >= first_logit
+                            ? item->logits + (size_t)(i - first_logit) * KIPP_VOCAB_SIZE
+                            : NULL;
+            if (++R == MAX_ROWS) {
+                m->n_rows = R;
+                forward_chunk(m, logits);
+                R = 0;
+            }
+        }
+    }
+    if (R) {
+        m->n_rows = R;
+        forward_chunk(m, logits);
+    }
+    pthread_mutex_unlock(&m->lock);
+    (void)err;
+    return KIPP_OK;
+}
+
+const kipp_backend_ops kipp_backend_cpu = {
+    .name = "cpu",
+    .model_create = cpu_model_create,
+    .model_destroy = cpu_model_destroy,
+    .session_create = cpu_session_create,
+    .session_destroy = cpu_session_destroy,
+    .eval = cpu_eval,
+};

@@ -1,0 +1,74 @@
+/* Kernel tier selection: the best tier the processor (and the OS, which
+ * must save the wider registers) supports, or a lower one forced with
+ * KIPP_CPU_ISA=avx512|avx2|generic. Asking for a tier the processor cannot
+ * run is an error, never a silent fallback. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static bool has_avx2(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    bool fma = c & (1u << 12), osxsave = c & (1u << 27), f16c = c & (1u << 29);
+    if (!fma || !osxsave || !f16c) return false;
+    if ((xgetbv0() & 0x6) != 0x6) return false; /* XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return b & (1u << 5);
+}
+
+static bool has_avx512(void) {
+    if (!has_avx2()) return false;
+    if ((xgetbv0() & 0xe6) != 0xe6) return false; /* + opmask, ZMM state */
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+    if (!(f && dq && bw && vl)) return false;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return a & (1u << 5); /* AVX512_BF16 */
+}
+#define AVX512_TABLE (&kipp_cpu_kernels_avx512)
+#define AVX2_TABLE (&kipp_cpu_kernels_avx2)
+#else
+static bool has_avx2(void) { return false; }
+static bool has_avx512(void) { return false; }
+#define AVX512_TABLE NULL
+#define AVX2_TABLE NULL
+#endif
+
+const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
+    if (!name) return NULL;
+    if (strcmp(name, "generic") == 0) return &kipp_cpu_kernels_generic;
+    if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
+    if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
+    return NULL;
+}
+
+const kipp_cpu_kernels *kipp_cpu_select_kernels(char *why, size_t why_size) {
+    const char *forced = getenv("KIPP_CPU_ISA");
+    if (forced && *forced) {
+        const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(forced);
+        if (!k)
+            snprintf(why, why_size,
+                     "KIPP_CPU_ISA=%s: %s", forced,
+                     strcmp(forced, "generic") && strcmp(forced, "avx2") &&
+                             strcmp(forced, "avx512")
+                         ? "unknown tier (use avx512, avx2 or generic)"
+                         : "this processor does not support that tier");
+        return k;
+    }
+    if (has_avx512()) return AVX512_TABLE;
+    if (has_avx2()) return AVX2_TABLE;
+    return &kipp_cpu_kernels_generic;
+}

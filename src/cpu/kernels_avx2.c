@@ -1,0 +1,233 @@
+/* AVX2 + FMA tier: the Makefile compiles this file, and only this file, with
+ * -mavx2 -mfma -mf16c; dispatch.c calls into it only after CPUID says so.
+ *
+ * Matmul: BF16 weights widened to FP32 (exact), activations stay FP32.
+ * One 8-lane accumulator per output, lane j summing k = j, j+8, ... by FMA;
+ * the lanes fold in one fixed tree (hsum8). The matrix-vector tile (4
+ * weight rows x 1) and matrix-matrix tile (4 weight rows x 3 activation
+ * rows) run exactly this per output. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+static size_t act_bytes(uint32_t k) {
+    size_t b = (size_t)k * sizeof(float);
+    return (b + 63) & ~(size_t)63;
+}
+
+static void pack_act(const float *x, uint32_t k, void *dst) {
+    memcpy(dst, x, (size_t)k * sizeof(float));
+}
+
+/* ((0+4)+(2+6)) + ((1+5)+(3+7)) -- the one lane-to-scalar fold. */
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 bf16x8_to_f32(const uint16_t *p) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
+                                                       const char *x, size_t x_stride,
+                                                       int R, int C, uint32_t n,
+                                                       uint32_t m, float *const *y) {
+    __m256 acc[4][3];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < k; i += 8) {
+        __m256 xv[3];
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 wv = bf16x8_to_f32(w + (size_t)(n + r) * k + i);
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) y[m + c][n + r] = hsum8(acc[r][c]);
+}
+
+#define W_BLOCK 64
+
+static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    const char *xb = x;
+    if (m == 1) {
+        uint32_t n = n0;
+        for (; n + 4 <= n1; n += 4) tile(w, k, xb, x_stride, 4, 1, n, 0, y);
+        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, n, 0, y);
+        return;
+    }
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
+        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
+        uint32_t r = 0;
+        for (; r + 3 <= m; r += 3) {
+            uint32_t n = nb;
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, n, r, y);
+        }
+        for (; r < m; r++) {
+            uint32_t n = nb;
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, n, r, y);
+        }
+    }
+}
+
+/* exp: 2^n * p(r) as in the AVX-512 tier; 2^n built in the exponent field,
+ * so x is clamped to [-87.3, 88.7] (exp(-87.3) ~ 1e-38 stands in for 0;
+ * callers mask what must be exactly 0). */
+static inline __m256 exp256(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* n in [-126, 128]: 2^n = (n + 127) << 23, split in two halves so 128
+     * does not overflow the exponent field. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i h1 = _mm256_srai_epi32(ni, 1);
+    __m256i h2 = _mm256_sub_epi32(ni, h1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    float inv = 1.0f / sqrtf(hsum8(acc) / (float)n + eps);
+    __m256 vi = _mm256_set1_ps(inv);
+    for (uint32_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
+                                                _mm256_loadu_ps(w + i)));
+}
+
+static void rope(float *x, const float *c, const float *s) {
+    for (int i = 0; i < 64; i += 8) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 64);
+        __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(a, cv, _mm256_mul_ps(b, sv)));
+        _mm256_storeu_ps(x + i + 64, _mm256_fmadd_ps(b, cv, _mm256_mul_ps(a, sv)));
+    }
+}
+
+static void silu_mul(float *g, const float *u, uint32_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (uint32_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(g + i);
+        __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+}
+
+/* See kernels_generic.c for the algorithm. */
+static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
+                      const uint32_t *table, uint32_t n_pos, float scale, float *out,
+                      float *scratch) {
+    float run_max[16], run_sum[16];
+    for (uint32_t h = 0; h < g; h++) {
+        run_max[h] = -INFINITY;
+        run_sum[h] = 0.0f;
+    }
+    memset(out, 0, (size_t)g * 128 * sizeof(float));
+    for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
+        uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
+        size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
+        for (uint32_t j = 0; j < nb; j++) {
+            const uint16_t *kr = k + (base + j) * 1024;
+            for (uint32_t h = 0; h < g; h++) {
+                const float *qh = q + (size_t)h * 128;
+                __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qh), bf16x8_to_f32(kr));
+                __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), bf16x8_to_f32(kr + 8));
+                for (int d = 16; d < 128; d += 16) {
+                    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), bf16x8_to_f32(kr + d), acc0);
+                    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), bf16x8_to_f32(kr + d + 8), acc1);
+                }
+                scratch[h * 32 + j] = hsum8(_mm256_add_ps(acc0, acc1)) * scale;
+            }
+        }
+        for (uint32_t h = 0; h < g; h++) {
+            float *p = scratch + h * 32;
+            float bmax = -INFINITY;
+            for (uint32_t j = 0; j < nb; j++) bmax = p[j] > bmax ? p[j] : bmax;
+            float new_max = bmax > run_max[h] ? bmax : run_max[h];
+            float corr = run_max[h] == -INFINITY
+                             ? 0.0f
+                             : _mm256_cvtss_f32(exp256(_mm256_set1_ps(run_max[h] - new_max)));
+            for (uint32_t j = nb; j < 32; j++) p[j] = 0.0f; /* masked lanes */
+            __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
+            for (uint32_t j = 0; j < 32; j += 8) {
+                __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
+                /* lanes past nb must contribute exactly 0 */
+                __m256 valid = _mm256_cmp_ps(
+                    _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                    _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
+                e = _mm256_and_ps(e, valid);
+                _mm256_storeu_ps(p + j, e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            run_sum[h] = run_sum[h] * corr + hsum8(sum);
+            run_max[h] = new_max;
+            __m256 vc = _mm256_set1_ps(corr);
+            float *oh = out + (size_t)h * 128;
+            for (int d = 0; d < 128; d += 8)
+                _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), vc));
+        }
+        for (uint32_t j = 0; j < nb; j++) {
+            const uint16_t *vr = v + (base + j) * 1024;
+            for (uint32_t h = 0; h < g; h++) {
+                __m256 pj = _mm256_set1_ps(scratch[h * 32 + j]);
+                float *oh = out + (size_t)h * 128;
+                for (int d = 0; d < 128; d += 8)
+                    _mm256_storeu_ps(oh + d, _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + d),
+                                                             _mm256_loadu_ps(oh + d)));
+            }
+        }
+    }
+    for (uint32_t h = 0; h < g; h++) {
+        __m256 inv = _mm256_set1_ps(1.0f / run_sum[h]);
+        float *oh = out + (size_t)h * 128;
+        for (int d = 0; d < 128; d += 8)
+            _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), inv));
+    }
+}
+
+const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
+    .name = "avx2",
+    .act_bytes = act_bytes,
+    .pack_act = pack_act,
+    .matmul_bf16 = matmul_bf16,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .silu_mul = silu_mul,
+    .attention = attention,
+};
+#endif

@@ -1,0 +1,641 @@
+/* OpenAI-compatible request translation and response JSON; see
+ * api_openai.h. Shapes follow the OpenAI API reference for
+ * /v1/completions and /v1/chat/completions (objects "text_completion",
+ * "chat.completion", "chat.completion.chunk"), plus a llama.cpp-style
+ * `timings` object and, for synthetic checkpoints, a `kipp_note` field and
+ * a system_fingerprint that say the weights are random. */
+#include "server/api_openai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SYNTHETIC_NOTE                                                                           \
+    "synthetic checkpoint: the weights are random, so the generated text is meaningless"
+#define MAX_LOGIT_BIAS 1024
+
+static int bad(api_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(api_error *e, int status, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = status == 404 ? "not_found_error" : "invalid_request_error";
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+/* ---- field readers: absent or null leave *out untouched ------------------ */
+
+static bool present(const json_value *v) { return v && v->type != JSON_NULL; }
+
+static int get_int(const json_value *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                   api_error *e) {
+    const json_value *v = json_get(o, key);
+    if (!present(v)) return 0;
+    if (v->type != JSON_NUMBER || !v->as.number.is_integer || !v->as.number.fits_int64)
+        return bad(e, 400, key, "'%s' must be an integer", key);
+    if (v->as.number.integer < lo || v->as.number.integer > hi)
+        return bad(e, 400, key, "'%s' must be in [%lld, %lld]", key, (long long)lo,
+                   (long long)hi);
+    *out = v->as.number.integer;
+    return 0;
+}
+
+static int get_float(const json_value *o, const char *key, double lo, double hi, float *out,
+                     api_error *e) {
+    const json_value *v = json_get(o, key);
+    if (!present(v)) return 0;
+    if (v->type != JSON_NUMBER || !isfinite(v->as.number.value))
+        return bad(e, 400, key, "'%s' must be a number", key);
+    if (v->as.number.value < lo || v->as.number.value > hi)
+        return bad(e, 400, key, "'%s' must be in [%g, %g]", key, lo, hi);
+    *out = (float)v->as.number.value;
+    return 0;
+}
+
+static int get_bool(const json_value *o, const char *key, bool *out, api_error *e) {
+    const json_value *v = json_get(o, key);
+    if (!present(v)) return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+        return bad(e, 400, key, "'%s' must be a boolean", key);
+    *out = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* ---- the field list ------------------------------------------------------- */
+
+typedef enum field_rule {
+    F_USED,        /* understood */
+    F_NOOP,        /* metadata we may ignore (user) */
+    F_NULL_ONLY,   /* accepted only when null/absent/false/0; else 400 unsupported */
+} field_rule;
+
+typedef struct field {
+    const char *name;
+    unsigned kinds; /* 1 = completions, 2 = chat */
+    field_rule rule;
+} field;
+
+static const field FIELDS[] = {
+    {"model", 3, F_USED},           {"prompt", 1, F_USED},
+    {"messages", 2, F_USED},        {"max_tokens", 3, F_USED},
+    {"max_completion_tokens", 2, F_USED},
+    {"temperature", 3, F_USED},     {"top_p", 3, F_USED},
+    {"top_k", 3, F_USED},           {"min_p", 3, F_USED},
+    {"presence_penalty", 3, F_USED}, {"frequency_penalty", 3, F_USED},
+    {"repetition_penalty", 3, F_USED}, {"repeat_penalty", 3, F_USED},
+    {"logit_bias", 3, F_USED},      {"seed", 3, F_USED},
+    {"stop", 3, F_USED},            {"n", 3, F_USED},
+    {"stream", 3, F_USED},          {"stream_options", 3, F_USED},
+    {"chat_template_kwargs", 2, F_USED},
+    {"user", 3, F_NOOP},
+    {"logprobs", 3, F_USED},        {"top_logprobs", 2, F_USED},
+    {"echo", 1, F_NULL_ONLY},       {"suffix", 1, F_NULL_ONLY},
+    {"best_of", 1, F_NULL_ONLY},
+};
+
+/* false / 0 / null / absent: the value that asks for nothing. best_of 1
+ * also asks for nothing beyond n=1. */
+static bool asks_nothing(const char *name, const json_value *v) {
+    if (!v || v->type == JSON_NULL || v->type == JSON_FALSE) return true;
+    if (v->type == JSON_NUMBER && v->as.number.is_integer)
+        return v->as.number.integer == 0 || (!strcmp(name, "best_of") && v->as.number.integer == 1);
+    return false;
+}
+
+static int check_fields(const json_value *root, api_kind kind, api_error *e) {
+    unsigned bit = kind == API_CHAT ? 2u : 1u;
+    for (size_t i = 0; i < root->as.object.count; i++) {
+        const char *key = root->as.object.keys[i];
+        const json_value *v = root->as.object.values[i];
+        const field *f = NULL;
+        for (size_t k = 0; k < sizeof FIELDS / sizeof FIELDS[0]; k++)
+            if (!strcmp(FIELDS[k].name, key) && (FIELDS[k].kinds & bit)) f = &FIELDS[k];
+        if (!f)
+            return bad(e, 400, key, "unsupported field '%s': this server does not implement it "
+                       "for %s", key, kind == API_CHAT ? "/v1/chat/completions" : "/v1/completions");
+        if (f->rule == F_NULL_ONLY && !asks_nothing(key, v))
+            return bad(e, 400, key, "'%s' is not supported by this server yet (send null or "
+                       "omit it)", key);
+        if (f->rule == F_NOOP && present(v) && v->type != JSON_STRING)
+            return bad(e, 400, key, "'%s' must be a string", key);
+    }
+    return 0;
+}
+
+/* ---- prompt --------------------------------------------------------------- */
+
+static int tokenize(kipp_model *m, const char *text, size_t n, api_request *r, api_error *e,
+                    const char *param) {
+    kipp_error kerr = {0};
+    if (kipp_tokenize(m, text, n, &r->prompt, &r->n_prompt, &kerr))
+        return bad(e, 400, param, "cannot tokenize '%s': %s", param, kerr.message);
+    return 0;
+}
+
+static int parse_prompt(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
+    const json_value *p = json_get(root, "prompt");
+    if (!present(p)) return bad(e, 400, "prompt", "'prompt' is required");
+    if (p->type == JSON_ARRAY && p->as.array.count == 1 &&
+        p->as.array.items[0]->type == JSON_STRING)
+        p = p->as.array.items[0]; /* ["text"]: one prompt */
+    if (p->type == JSON_STRING) return tokenize(m, p->as.string.chars, p->as.string.length, r, e, "prompt");
+    if (p->type != JSON_ARRAY)
+        return bad(e, 400, "prompt", "'prompt' must be a string or an array of token ids");
+    size_t n = p->as.array.count;
+    if (n == 0) return bad(e, 400, "prompt", "'prompt' is empty");
+    r->prompt = malloc(n * sizeof *r->prompt);
+    if (!r->prompt) return bad(e, 500, "prompt", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_value *t = p->as.array.items[i];
+        if (t->type == JSON_STRING || t->type == JSON_ARRAY)
+            return bad(e, 400, "prompt", "batched prompts (arrays of several prompts) are not "
+                       "supported; send one prompt per request");
+        if (t->type != JSON_NUMBER || !t->as.number.is_integer || !t->as.number.fits_int64 ||
+            t->as.number.integer < 0 || t->as.number.integer >= KIPP_VOCAB_SIZE)
+            return bad(e, 400, "prompt", "'prompt' token %zu is not a token id in [0, %d)", i,
+                       KIPP_VOCAB_SIZE);
+        r->prompt[i] = (int32_t)t->as.number.integer;
+    }
+    r->n_prompt = n;
+    return 0;
+}
+
+static int parse_messages(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
+    const json_value *msgs = json_get(root, "messages");
+    if (!msgs || msgs->type != JSON_ARRAY || msgs->as.array.count == 0)
+        return bad(e, 400, "messages", "'messages' must be a non-empty array");
+    bool thinking = true;
+    const json_value *kw = json_get(root, "chat_template_kwargs");
+    if (present(kw)) {
+        if (kw->type != JSON_OBJECT)
+            return bad(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        for (size_t i = 0; i < kw->as.object.count; i++)
+            if (strcmp(kw->as.object.keys[i], "enable_thinking"))
+                return bad(e, 400, "chat_template_kwargs",
+                           "unsupported chat_template_kwargs key '%s' (supported: enable_thinking)",
+                           kw->as.object.keys[i]);
+        if (get_bool(kw, "enable_thinking", &thinking, e)) return 1;
+    }
+    size_t n = msgs->as.array.count;
+    kipp_chat_message *cm = calloc(n, sizeof *cm);
+    if (!cm) return bad(e, 500, "messages", "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const json_value *msg = msgs->as.array.items[i];
+        if (msg->type != JSON_OBJECT) {
+            rc = bad(e, 400, "messages", "messages[%zu] must be an object", i);
+            break;
+        }
+        for (size_t k = 0; k < msg->as.object.count && !rc; k++) {
+            const char *key = msg->as.object.keys[k];
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content"))
+                rc = bad(e, 400, "messages", "messages[%zu].%s is not supported (supported: role, "
+                         "content, reasoning_content)", i, key);
+        }
+        if (rc) break;
+        const char *role = json_get_string(msg, "role");
+        const json_value *c = json_get(msg, "content");
+        const json_value *rs = json_get(msg, "reasoning_content");
+        if (!role) rc = bad(e, 400, "messages", "messages[%zu].role must be a string", i);
+        else if (!c || c->type != JSON_STRING)
+            rc = bad(e, 400, "messages", "messages[%zu].content must be a string (content parts "
+                     "are not supported)", i);
+        else if (present(rs) && rs->type != JSON_STRING)
+            rc = bad(e, 400, "messages", "messages[%zu].reasoning_content must be a string", i);
+        if (rc) break;
+        cm[i] = (kipp_chat_message){role, c->as.string.chars, c->as.string.length,
+                                    present(rs) ? rs->as.string.chars : NULL,
+                                    present(rs) ? rs->as.string.length : 0};
+    }
+    char *text = NULL;
+    size_t len = 0;
+    kipp_error kerr = {0};
+    if (!rc && kipp_chat_render(m, cm, n, true, thinking, &text, &len, &kerr)) {
+        rc = bad(e, 400, kerr.code == KIPP_E_UNSUPPORTED && strstr(kerr.message, "checkpoint")
+                 ? "model" : "messages", "%s", kerr.message);
+    }
+    if (!rc) rc = tokenize(m, text, len, r, e, "messages");
+    free(text);
+    free(cm);
+    return rc;
+}
+
+/* ---- sampling and stops --------------------------------------------------- */
+
+static int parse_logit_bias(const json_value *root, api_request *r, api_error *e) {
+    const json_value *lb = json_get(root, "logit_bias");
+    if (!present(lb)) return 0;
+    if (lb->type != JSON_OBJECT)
+        return bad(e, 400, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    size_t n = lb->as.object.count;
+    if (n > MAX_LOGIT_BIAS)
+        return bad(e, 400, "logit_bias", "'logit_bias' has more than %d entries", MAX_LOGIT_BIAS);
+    if (n == 0) return 0;
+    r->bias = calloc(n, sizeof *r->bias);
+    if (!r->bias) return bad(e, 500, "logit_bias", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *key = lb->as.object.keys[i];
+        char *end;
+        long id = strtol(key, &end, 10);
+        const json_value *v = lb->as.object.values[i];
+        if (!*key || *end || id < 0 || id >= KIPP_VOCAB_SIZE || key[0] == '+' || key[0] == ' ')
+            return bad(e, 400, "logit_bias", "logit_bias key '%s' is not a token id", key);
+        if (v->type != JSON_NUMBER || !(v->as.number.value >= -100 && v->as.number.value <= 100))
+            return bad(e, 400, "logit_bias", "logit_bias values must be numbers in [-100, 100]");
+        r->bias[i].token = (int32_t)id;
+        /* OpenAI: -100 bans the token. */
+        r->bias[i].bias = v->as.number.value <= -100 ? -INFINITY : (float)v->as.number.value;
+    }
+    r->sampling.logit_bias = r->bias;
+    r->sampling.n_logit_bias = n;
+    return 0;
+}
+
+static int add_stop(api_request *r, const json_value *s, api_error *e) {
+    if (s->type != JSON_STRING)
+        return bad(e, 400, "stop", "'stop' must be a string or an array of strings");
+    if (s->as.string.length == 0 || s->as.string.length > SCHED_MAX_STOP_BYTES ||
+        strlen(s->as.string.chars) != s->as.string.length)
+        return bad(e, 400, "stop", "stop strings must be 1..%d bytes without NUL",
+                   SCHED_MAX_STOP_BYTES);
+    if (r->n_stops == SCHED_MAX_STOPS)
+        return bad(e, 400, "stop", "at most %d stop strings", SCHED_MAX_STOPS);
+    r->stops[r->n_stops] = strdup(s->as.string.chars);
+    if (!r->stops[r->n_stops]) return bad(e, 500, "stop", "out of memory");
+    r->n_stops++;
+    return 0;
+}
+
+static int parse_stops(const json_value *root, api_request *r, api_error *e) {
+    const json_value *st = json_get(root, "stop");
+    if (!present(st)) return 0;
+    if (st->type != JSON_ARRAY) return add_stop(r, st, e);
+    for (size_t i = 0; i < st->as.array.count; i++)
+        if (add_stop(r, st->as.array.items[i], e)) return 1;
+    return 0;
+}
+
+static int parse_sampling(const json_value *root, api_request *r, api_error *e) {
+    kipp_sampling *s = &r->sampling;
+    *s = kipp_sampling_default();
+    s->temperature = 1.0f; /* the OpenAI default */
+    int64_t top_k = 0, seed = 0;
+    if (get_float(root, "temperature", 0, 2, &s->temperature, e) ||
+        get_float(root, "top_p", 0, 1, &s->top_p, e) ||
+        get_int(root, "top_k", 0, KIPP_VOCAB_SIZE, &top_k, e) ||
+        get_float(root, "min_p", 0, 1, &s->min_p, e) ||
+        get_float(root, "presence_penalty", -2, 2, &s->presence_penalty, e) ||
+        get_float(root, "frequency_penalty", -2, 2, &s->frequency_penalty, e) ||
+        get_float(root, "repetition_penalty", 0, 10, &s->repetition_penalty, e) ||
+        get_float(root, "repeat_penalty", 0, 10, &s->repetition_penalty, e) ||
+        get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e))
+        return 1;
+    s->top_k = (int32_t)top_k;
+    s->seed = (uint64_t)seed;
+    if (parse_logit_bias(root, r, e)) return 1;
+    /* The sampler is the one validator of parameter combinations. */
+    kipp_sampler *probe = NULL;
+    kipp_error kerr = {0};
+    if (kipp_sampler_create(s, &probe, &kerr)) return bad(e, 400, "", "%s", kerr.message);
+    kipp_sampler_destroy(probe);
+    return 0;
+}
+
+int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, const char *body,
+                      size_t length, api_request *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    memset(e, 0, sizeof *e);
+    r->kind = kind;
+    kipp_error kerr = {0};
+    json_doc *doc = NULL;
+    if (json_parse(body, length, &doc, &kerr))
+        return bad(e, 400, "", "request body is not valid JSON: %s", kerr.message);
+    const json_value *root = json_root(doc);
+    int rc = 1;
+    if (root->type != JSON_OBJECT) {
+        bad(e, 400, "", "request body must be a JSON object");
+        goto done;
+    }
+    if (check_fields(root, kind, e)) goto done;
+    const json_value *model = json_get(root, "model");
+    const char *id = kipp_model_checkpoint(m)->id;
+    if (present(model) && (model->type != JSON_STRING || strcmp(model->as.string.chars, id))) {
+        bad(e, 404, "model", "model '%s' is not served here (this server serves '%s')",
+            model->type == JSON_STRING ? model->as.string.chars : "?", id);
+        goto done;
+    }
+    int64_t n = 1, max_tokens = -1;
+    if (get_int(root, "n", 1, SCHED_MAX_CHOICES, &n, e) ||
+        get_int(root, "max_tokens", 1, INT64_MAX, &max_tokens, e) ||
+        (kind == API_CHAT &&
+         get_int(root, "max_completion_tokens", 1, INT64_MAX, &max_tokens, e)) ||
+        get_bool(root, "stream", &r->stream, e) || parse_sampling(root, r, e) ||
+        parse_stops(root, r, e))
+        goto done;
+    r->top_logprobs = -1;
+    if (kind == API_COMPLETIONS) {
+        const json_value *lp = json_get(root, "logprobs");
+        int64_t k = -1;
+        if (present(lp) && lp->type != JSON_FALSE && get_int(root, "logprobs", 0, 5, &k, e))
+            goto done;
+        r->top_logprobs = (int32_t)k;
+    } else {
+        bool want = false;
+        int64_t k = -1;
+        if (get_bool(root, "logprobs", &want, e) ||
+            get_int(root, "top_logprobs", 0, SCHED_MAX_TOP_LOGPROBS, &k, e))
+            goto done;
+        if (k >= 0 && !want) {
+            bad(e, 400, "top_logprobs", "'top_logprobs' requires 'logprobs': true");
+            goto done;
+        }
+        r->top_logprobs = want ? (int32_t)(k < 0 ? 0 : k) : -1;
+    }
+    const json_value *so = json_get(root, "stream_options");
+    if (present(so)) {
+        if (!r->stream) {
+            bad(e, 400, "stream_options", "'stream_options' is only allowed with stream: true");
+            goto done;
+        }
+        if (so->type != JSON_OBJECT) {
+            bad(e, 400, "stream_options", "'stream_options' must be an object");
+            goto done;
+        }
+        for (size_t i = 0; i < so->as.object.count; i++)
+            if (strcmp(so->as.object.keys[i], "include_usage")) {
+                bad(e, 400, "stream_options", "unsupported stream_options key '%s'",
+                    so->as.object.keys[i]);
+                goto done;
+            }
+        if (get_bool(so, "include_usage", &r->include_usage, e)) goto done;
+    }
+    if (kind == API_CHAT ? parse_messages(m, root, r, e) : parse_prompt(m, root, r, e)) goto done;
+    if (r->n_prompt == 0) {
+        bad(e, 400, kind == API_CHAT ? "messages" : "prompt",
+            "the prompt is empty after tokenization (no BOS is added)");
+        goto done;
+    }
+    if (r->n_prompt >= limits->context) {
+        bad(e, 400, kind == API_CHAT ? "messages" : "prompt",
+            "the prompt has %zu tokens; this server's context is %u positions", r->n_prompt,
+            limits->context);
+        goto done;
+    }
+    uint64_t room = limits->context - r->n_prompt;
+    if (max_tokens < 0) /* OpenAI: 16 for completions; chat runs to the context */
+        max_tokens = kind == API_CHAT ? (int64_t)room : (room < 16 ? (int64_t)room : 16);
+    if ((uint64_t)max_tokens > room) {
+        bad(e, 400, "max_tokens", "prompt (%zu tokens) + max_tokens (%lld) exceeds this server's "
+            "context of %u positions", r->n_prompt, (long long)max_tokens, limits->context);
+        goto done;
+    }
+    r->n = (uint32_t)n;
+    r->max_tokens = (uint32_t)max_tokens;
+    rc = 0;
+done:
+    json_free(doc);
+    if (rc) api_request_free(r);
+    return rc;
+}
+
+void api_request_free(api_request *r) {
+    free(r->prompt);
+    free(r->bias);
+    for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_model *m,
+                           unsigned long long serial) {
+    ctx->kind = kind;
+    ctx->created = (long long)time(NULL);
+    ctx->model_id = kipp_model_checkpoint(m)->id;
+    ctx->synthetic = kipp_model_checkpoint(m)->synthetic;
+    ctx->model = m;
+    snprintf(ctx->id, sizeof ctx->id, "%s-%llx%06llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)ctx->created, serial);
+}
+
+void api_format_error(json_buf *b, const api_error *e) {
+    json_buf_appendf(b, "{\"error\":{\"message\":");
+    json_buf_append_string(b, e->message, strlen(e->message));
+    json_buf_appendf(b, ",\"type\":\"%s\",\"param\":", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) json_buf_append_string(b, e->param, strlen(e->param));
+    else json_buf_appendf(b, "null");
+    json_buf_appendf(b, ",\"code\":null}}");
+}
+
+static void put_note(json_buf *b, bool synthetic) {
+    json_buf_appendf(b, ",\"system_fingerprint\":\"kipp-%s%s\"", KIPP_VERSION_STRING,
+                     synthetic ? "-synthetic-random-weights" : "");
+    if (synthetic) json_buf_appendf(b, ",\"kipp_note\":\"%s\"", SYNTHETIC_NOTE);
+}
+
+void api_format_models(json_buf *b, const kipp_model *m, long long created) {
+    const kipp_checkpoint *ck = kipp_model_checkpoint(m);
+    json_buf_appendf(b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    json_buf_append_string(b, ck->id, strlen(ck->id));
+    json_buf_appendf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"kipp\","
+                     "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
+                     "\"chat\":%s,\"synthetic\":%s",
+                     created, kipp_variant_name(ck->variant), ck->context,
+                     kipp_model_quant_scheme(m), ck->variant == KIPP_VARIANT_INSTRUCT ? "true" : "false",
+                     ck->synthetic ? "true" : "false");
+    if (ck->synthetic) json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
+    json_buf_appendf(b, "}]}");
+}
+
+static void put_head(json_buf *b, const api_response_ctx *ctx, const char *object) {
+    json_buf_appendf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", ctx->id,
+                     object, ctx->created);
+    json_buf_append_string(b, ctx->model_id, strlen(ctx->model_id));
+    put_note(b, ctx->synthetic);
+}
+
+static void put_usage(json_buf *b, const sched_job_stats *st) {
+    json_buf_appendf(b, "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,"
+                     "\"total_tokens\":%u}",
+                     st->prompt_tokens, st->completion_tokens,
+                     st->prompt_tokens + st->completion_tokens);
+}
+
+/* llama.cpp's field names; prompt_n counts the prompt once even when n > 1
+ * choices each evaluated it. */
+static void put_timings(json_buf *b, const sched_job_stats *st) {
+    double pms = st->prompt_seconds * 1e3, dms = st->decode_seconds * 1e3;
+    uint32_t dn = st->completion_tokens;
+    json_buf_appendf(b, "\"timings\":{\"prompt_n\":%u,\"prompt_ms\":%.3f,"
+                     "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,"
+                     "\"predicted_n\":%u,\"predicted_ms\":%.3f,\"predicted_per_token_ms\":%.3f,"
+                     "\"predicted_per_second\":%.3f,\"queue_ms\":%.3f}",
+                     st->prompt_tokens, pms, st->prompt_tokens ? pms / st->prompt_tokens : 0.0,
+                     pms > 0 ? st->prompt_tokens / (pms / 1e3) : 0.0, dn, dms,
+                     dn ? dms / dn : 0.0, dms > 0 ? dn / (dms / 1e3) : 0.0,
+                     st->queue_seconds * 1e3);
+}
+
+/* A token's bytes (possibly a partial UTF-8 sequence); "" if it has none. */
+static void put_token(json_buf *b, const kipp_model *m, int32_t id, bool with_bytes,
+                      size_t *length) {
+    char *t = NULL;
+    size_t n = 0;
+    kipp_error err;
+    if (kipp_detokenize(m, &id, 1, &t, &n, &err) != KIPP_OK) n = 0;
+    json_buf_append_string(b, t ? t : "", n);
+    if (with_bytes) {
+        json_buf_appendf(b, ",\"bytes\":[");
+        for (size_t i = 0; i < n; i++) json_buf_appendf(b, "%s%u", i ? "," : "", (unsigned char)t[i]);
+        json_buf_appendf(b, "]");
+    }
+    if (length) *length = n;
+    free(t);
+}
+
+static void put_lp(json_buf *b, double v) {
+    if (isfinite(v)) json_buf_appendf(b, "%.6g", v);
+    else json_buf_appendf(b, "-9999.0"); /* JSON has no -Infinity; OpenAI uses -9999 */
+}
+
+/* The value of a choice's "logprobs" field. */
+static void put_logprobs(json_buf *b, const api_response_ctx *ctx, const api_logprobs *lp) {
+    if (!lp || !lp->infos) {
+        json_buf_appendf(b, "null");
+        return;
+    }
+    const kipp_model *m = ctx->model;
+    if (ctx->kind == API_CHAT) {
+        json_buf_appendf(b, "{\"content\":[");
+        for (size_t i = 0; i < lp->n; i++) {
+            const sched_token_info *t = &lp->infos[i];
+            json_buf_appendf(b, "%s{\"token\":", i ? "," : "");
+            put_token(b, m, t->id, true, NULL);
+            json_buf_appendf(b, ",\"logprob\":");
+            put_lp(b, t->logprob);
+            json_buf_appendf(b, ",\"top_logprobs\":[");
+            for (uint32_t k = 0; k < t->n_top; k++) {
+                json_buf_appendf(b, "%s{\"token\":", k ? "," : "");
+                put_token(b, m, t->top_id[k], true, NULL);
+                json_buf_appendf(b, ",\"logprob\":");
+                put_lp(b, t->top_logprob[k]);
+                json_buf_appendf(b, "}");
+            }
+            json_buf_appendf(b, "]}");
+        }
+        json_buf_appendf(b, "]}");
+        return;
+    }
+    /* legacy: parallel arrays; text_offset counts bytes of the generated text */
+    json_buf_appendf(b, "{\"tokens\":[");
+    size_t offsets_start = lp->text_offset ? *lp->text_offset : 0, off = offsets_start;
+    for (size_t i = 0; i < lp->n; i++) {
+        if (i) json_buf_appendf(b, ",");
+        put_token(b, m, lp->infos[i].id, false, NULL);
+    }
+    json_buf_appendf(b, "],\"token_logprobs\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        if (i) json_buf_appendf(b, ",");
+        put_lp(b, lp->infos[i].logprob);
+    }
+    json_buf_appendf(b, "],\"top_logprobs\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        json_buf_appendf(b, "%s{", i ? "," : "");
+        for (uint32_t k = 0; k < lp->infos[i].n_top; k++) {
+            if (k) json_buf_appendf(b, ",");
+            put_token(b, m, lp->infos[i].top_id[k], false, NULL);
+            json_buf_appendf(b, ":");
+            put_lp(b, lp->infos[i].top_logprob[k]);
+        }
+        json_buf_appendf(b, "}");
+    }
+    json_buf_appendf(b, "],\"text_offset\":[");
+    for (size_t i = 0; i < lp->n; i++) {
+        json_buf_appendf(b, "%s%zu", i ? "," : "", off);
+        char *t = NULL;
+        size_t n = 0;
+        kipp_error err;
+        if (kipp_detokenize(m, &lp->infos[i].id, 1, &t, &n, &err) == KIPP_OK) off += n;
+        free(t);
+    }
+    json_buf_appendf(b, "]}");
+    if (lp->text_offset) *lp->text_offset = off;
+}
+
+void api_format_response(json_buf *b, const api_response_ctx *ctx, char *const *texts,
+                         const size_t *lengths, const char *const *finish,
+                         const api_logprobs *lp, uint32_t n, const sched_job_stats *st) {
+    bool chat = ctx->kind == API_CHAT;
+    put_head(b, ctx, chat ? "chat.completion" : "text_completion");
+    json_buf_appendf(b, ",\"choices\":[");
+    for (uint32_t i = 0; i < n; i++) {
+        json_buf_appendf(b, "%s{\"index\":%u,", i ? "," : "", i);
+        if (chat) {
+            json_buf_appendf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
+            json_buf_appendf(b, "},");
+        } else {
+            json_buf_appendf(b, "\"text\":");
+            json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
+            json_buf_appendf(b, ",");
+        }
+        json_buf_appendf(b, "\"logprobs\":");
+        put_logprobs(b, ctx, lp ? &lp[i] : NULL);
+        json_buf_appendf(b, ",\"finish_reason\":\"%s\"}", finish[i]);
+    }
+    json_buf_appendf(b, "],");
+    put_usage(b, st);
+    json_buf_appendf(b, ",");
+    put_timings(b, st);
+    json_buf_appendf(b, "}");
+}
+
+static void chunk_open(json_buf *b, const api_response_ctx *ctx, uint32_t choice) {
+    bool chat = ctx->kind == API_CHAT;
+    put_head(b, ctx, chat ? "chat.completion.chunk" : "text_completion");
+    json_buf_appendf(b, ",\"choices\":[{\"index\":%u,", choice);
+}
+
+void api_format_chunk_start(json_buf *b, const api_response_ctx *ctx, uint32_t choice) {
+    chunk_open(b, ctx, choice);
+    json_buf_appendf(b, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+                     "\"finish_reason\":null}]}");
+}
+
+void api_format_chunk_text(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
+                           const char *text, size_t length, const api_logprobs *lp) {
+    chunk_open(b, ctx, choice);
+    json_buf_appendf(b, ctx->kind == API_CHAT ? "\"delta\":{\"content\":" : "\"text\":");
+    json_buf_append_string(b, text, length);
+    json_buf_appendf(b, "%s,\"logprobs\":", ctx->kind == API_CHAT ? "}" : "");
+    put_logprobs(b, ctx, lp);
+    json_buf_appendf(b, ",\"finish_reason\":null}]}");
+}
+
+void api_format_chunk_finish(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
+                             const char *finish_reason, const api_logprobs *lp) {
+    chunk_open(b, ctx, choice);
+    json_buf_appendf(b, "%s,\"logprobs\":",
+                     ctx->kind == API_CHAT ? "\"delta\":{}" : "\"text\":\"\"");
+    put_logprobs(b, ctx, lp);
+    json_buf_appendf(b, ",\"finish_reason\":\"%s\"}]}", finish_reason);
+}
+
+/* The last chunk, sent only for stream_options.include_usage (as OpenAI
+ * does: choices is empty); timings (llama.cpp) ride along in it. */
+void api_format_chunk_usage(json_buf *b, const api_response_ctx *ctx, const sched_job_stats *st) {
+    bool chat = ctx->kind == API_CHAT;
+    put_head(b, ctx, chat ? "chat.completion.chunk" : "text_completion");
+    json_buf_appendf(b, ",\"choices\":[],");
+    put_usage(b, st);
+    json_buf_appendf(b, ",");
+    put_timings(b, st);
+    json_buf_appendf(b, "}");
+}

@@ -1,0 +1,112 @@
+#!/bin/sh
+# `kipp serve` end to end: two servers on free loopback ports (base and
+# instruct tiny fixtures), references from `kipp generate`, then
+# tests/node/server_client.mjs drives them with the official `openai` npm
+# client. Servers are killed on exit; every wait is bounded.
+BUILD=${BUILD:-build}
+KIPP=${KIPP:-$BUILD/kipp}
+BASE=$BUILD/models/synthetic-tiny.gguf
+INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
+for f in "$BASE" "$INSTRUCT"; do
+    [ -f "$f" ] || { echo "fixture $f missing (run make fixtures)"; exit 77; }
+done
+command -v node >/dev/null || { echo "node is not installed"; exit 77; }
+[ -d node_modules/openai ] || { echo "node_modules/openai missing (npm ci)"; exit 77; }
+command -v curl >/dev/null || { echo "curl is not installed"; exit 77; }
+
+T=$(mktemp -d)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+# ---- CLI errors -------------------------------------------------------------
+"$KIPP" serve --help | grep -q "loopback" || bad "serve --help"
+"$KIPP" serve -m "$BASE" --backend gpu 2>"$T/e"; [ $? -eq 2 ] || bad "unknown backend exit status"
+"$KIPP" serve -m "$T/none.gguf" --port 0 2>"$T/e"; [ $? -eq 1 ] && grep -q "cannot open" "$T/e" || bad "missing model: $(cat "$T/e")"
+"$KIPP" serve -m "$BASE" --ctx 999999 2>"$T/e"; [ $? -eq 2 ] || bad "--ctx beyond the context accepted"
+
+# start NAME MODEL [ARGS]: starts a server on a free port; sets PORT_<NAME>.
+start() {
+    name=$1 model=$2; shift 2
+    "$KIPP" serve -m "$model" --port 0 --threads 1 --max-body 65536 "$@" 2>"$T/$name.log" &
+    PIDS="$PIDS $!"
+    i=0
+    while ! grep -qs "listening on" "$T/$name.log"; do
+        i=$((i + 1))
+        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
+            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
+        fi
+        sleep 0.1
+    done
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
+    curl -sf --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null || { echo "FAIL: $name /healthz"; exit 1; }
+    eval "PORT_$name=$port"
+}
+start base "$BASE" --max-sessions 4 --kv-budget 8192
+start instruct "$INSTRUCT"
+grep -q "weights are random" "$T/base.log" || bad "no random-weights notice on stderr"
+
+# A second server on a port in use must fail, not fall back.
+"$KIPP" serve -m "$BASE" --port "$PORT_base" 2>"$T/e" &
+p=$!; i=0
+while kill -0 $p 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill $p 2>/dev/null && bad "a second server on a used port kept running"
+wait $p 2>/dev/null; [ $? -ne 0 ] || bad "port in use: exit status 0"
+
+# ---- references from kipp generate (same backend as the server) ----------------
+N_GEN=12
+BASE_PROMPT="Hello world, this is"
+BASE_TOKENS=9707,11,847,829,374,264,1273
+gen() { "$KIPP" generate --backend cpu --temperature 0 -n $N_GEN "$@" 2>>"$T/gen.log"; }
+gen -m "$BASE" -p "$BASE_PROMPT" >"$T/base_text.txt" || bad "generate base"
+gen -m "$BASE" --tokens $BASE_TOKENS --all-logits "$T/logits.f32" >"$T/base_tokens.txt" || bad "generate tokens"
+# The ChatML prompts are what test_chat checks against the Jinja template.
+gen -m "$INSTRUCT" -p "<|im_start|>user
+Hello<|im_end|>
+<|im_start|>assistant
+" >"$T/chat_think.txt" || bad "generate chat"
+gen -m "$INSTRUCT" -p "<|im_start|>user
+Hello<|im_end|>
+<|im_start|>assistant
+<think>
+
+</think>
+
+" >"$T/chat_nothink.txt" || bad "generate chat (no thinking)"
+
+# ---- kipp chat: two turns through stdin; each reply equals kipp generate on
+# the rendered conversation (the second one re-renders turn one's reply).
+printf 'Hello\nAgain, please\n/exit\n' | timeout 60 "$KIPP" chat -m "$INSTRUCT" --backend cpu \
+    --temperature 0 -n $N_GEN >"$T/chat.out" 2>"$T/chat.err" || bad "kipp chat: $(cat "$T/chat.err")"
+grep -q "weights are random" "$T/chat.err" || bad "kipp chat: no random-weights notice"
+{ printf '<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n'
+  head -c -1 "$T/chat_think.txt"
+  printf '<|im_end|>\n<|im_start|>user\nAgain, please<|im_end|>\n<|im_start|>assistant\n'; } >"$T/p2"
+P2=$(cat "$T/p2"; printf x); P2=${P2%x}
+{ cat "$T/chat_think.txt"; gen -m "$INSTRUCT" -p "$P2"; } >"$T/chat.want"
+cmp -s "$T/chat.out" "$T/chat.want" || bad "kipp chat transcript differs from kipp generate: $(od -c "$T/chat.out" | head -5) vs $(od -c "$T/chat.want" | head -5)"
+printf 'Hi\n' | "$KIPP" chat -m "$BASE" >/dev/null 2>"$T/e" && bad "kipp chat on a base model succeeded"
+grep -q "instruct" "$T/e" || bad "kipp chat base-model message: $(cat "$T/e")"
+
+BASE_URL="http://127.0.0.1:$PORT_base" INSTRUCT_URL="http://127.0.0.1:$PORT_instruct" \
+REF_DIR="$T" LOGITS_FILE="$T/logits.f32" N_GEN=$N_GEN BASE_PROMPT="$BASE_PROMPT" BASE_TOKENS=$BASE_TOKENS \
+    timeout 120 node tests/node/server_client.mjs || bad "server_client.mjs"
+
+# Both servers must still be alive (no crash on any of the bad requests).
+for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
+curl -sf --max-time 5 "http://127.0.0.1:$PORT_base/metrics" | grep -q "^kipp_active_sessions 0" || bad "metrics after the run"
+
+# Graceful shutdown on SIGTERM.
+for p in $PIDS; do kill -TERM "$p"; done
+for p in $PIDS; do wait "$p" || bad "server exit status after SIGTERM"; done
+PIDS=""
+grep -q "stopped" "$T/base.log" || bad "no clean stop"
+[ $fail -eq 0 ] || { echo "--- base server log"; cat "$T/base.log"; }
+exit $fail

@@ -1,0 +1,161 @@
+/* ChatML rendering against goldens from an independent engine:
+ * tests/vectors/chat/qwen3_chatml_golden.json holds conversations rendered by
+ * @huggingface/jinja from the Qwen3 template (generator command inside the
+ * file). Every case must match byte for byte. Then the public entry point:
+ * the instruct fixture's own template must be the one the goldens came from
+ * (SHA-256), and a base checkpoint must refuse to render. */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/chat.h"
+#include "core/common.h"
+#include "core/json.h"
+#include "core/sha256.h"
+#include "kipp.h"
+#include "test_util.h"
+
+#define GOLDEN "tests/vectors/chat/qwen3_chatml_golden.json"
+
+static void show_diff(const char *want, size_t wn, const char *got, size_t gn) {
+    size_t i = 0;
+    while (i < wn && i < gn && want[i] == got[i]) i++;
+    fprintf(stderr, "  first difference at byte %zu (want %zu bytes, got %zu)\n", i, wn, gn);
+    fprintf(stderr, "  want: %.*s\n  got:  %.*s\n", (int)(wn - i < 60 ? wn - i : 60), want + i,
+            (int)(gn - i < 60 ? gn - i : 60), got + i);
+}
+
+/* Fills msgs from a JSON messages array; returns the count or -1. */
+static long load_messages(const json_value *arr, kipp_chat_message *msgs, size_t cap) {
+    if (!arr || arr->type != JSON_ARRAY || arr->as.array.count > cap) return -1;
+    for (size_t i = 0; i < arr->as.array.count; i++) {
+        const json_value *m = arr->as.array.items[i];
+        const json_value *c = json_get_type(m, "content", JSON_STRING);
+        const json_value *r = json_get_type(m, "reasoning_content", JSON_STRING);
+        msgs[i] = (kipp_chat_message){
+            .role = json_get_string(m, "role"),
+            .content = c ? c->as.string.chars : NULL,
+            .content_length = c ? c->as.string.length : 0,
+            .reasoning_content = r ? r->as.string.chars : NULL,
+            .reasoning_length = r ? r->as.string.length : 0,
+        };
+        if (!msgs[i].role || !c) return -1;
+    }
+    return (long)arr->as.array.count;
+}
+
+static void test_goldens(char template_sha[65]) {
+    kipp_error err = {0};
+    char *data = NULL;
+    size_t size = 0;
+    CHECKF(kipp_read_file(GOLDEN, &data, &size, &err) == 0, "%s", err.message);
+    if (!data) return;
+    json_doc *doc = NULL;
+    CHECKF(json_parse(data, size, &doc, &err) == 0, "%s", err.message);
+    if (!doc) {
+        free(data);
+        return;
+    }
+    const json_value *root = json_root(doc);
+    const char *sha = json_get_string(root, "template_sha256");
+    CHECK(sha && strlen(sha) == 64);
+    if (sha) snprintf(template_sha, 65, "%s", sha);
+    const json_value *cases = json_get_type(root, "cases", JSON_ARRAY);
+    CHECK(cases && cases->as.array.count >= 60);
+    size_t matched = 0, total = cases ? cases->as.array.count : 0;
+    for (size_t i = 0; i < total; i++) {
+        const json_value *c = cases->as.array.items[i];
+        kipp_chat_message msgs[16];
+        long n = load_messages(json_get(c, "messages"), msgs, 16);
+        bool gen = false, think = true;
+        CHECK(json_get_bool(c, "add_generation_prompt", &gen));
+        const json_value *et = json_get(c, "enable_thinking");
+        /* null = not defined in the template context = thinking on */
+        if (et && et->type == JSON_FALSE) think = false;
+        const json_value *want = json_get_type(c, "expected", JSON_STRING);
+        CHECK(n > 0 && want);
+        if (n <= 0 || !want) continue;
+        char *got = NULL;
+        size_t got_n = 0;
+        int rc = chat_render_qwen3(msgs, (size_t)n, gen, think, &got, &got_n, &err);
+        CHECKF(rc == 0, "case %zu: %s", i, err.message);
+        if (rc) continue;
+        bool same = got_n == want->as.string.length && !memcmp(got, want->as.string.chars, got_n);
+        CHECKF(same, "case %zu differs from the Jinja rendering", i);
+        if (!same) show_diff(want->as.string.chars, want->as.string.length, got, got_n);
+        matched += same;
+        free(got);
+    }
+    fprintf(stderr, "test_chat: %zu/%zu golden renderings match\n", matched, total);
+    json_free(doc);
+    free(data);
+}
+
+static void test_errors(void) {
+    kipp_error err = {0};
+    char *t = NULL;
+    size_t n = 0;
+    kipp_chat_message tool = {.role = "tool", .content = "x", .content_length = 1};
+    CHECK(chat_render_qwen3(&tool, 1, true, true, &t, &n, &err) == KIPP_E_UNSUPPORTED);
+    CHECK(strstr(err.message, "tool") != NULL);
+    CHECK(chat_render_qwen3(NULL, 0, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
+    kipp_chat_message r = {.role = "user", .content = "x", .content_length = 1,
+                           .reasoning_content = "r", .reasoning_length = 1};
+    CHECK(chat_render_qwen3(&r, 1, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
+    /* content with an embedded NUL is rendered by length, not by strlen */
+    kipp_chat_message z = {.role = "user", .content = "a\0b", .content_length = 3};
+    CHECK(chat_render_qwen3(&z, 1, false, true, &t, &n, &err) == 0);
+    CHECK(t && n == strlen("<|im_start|>user\n") + 3 + strlen("<|im_end|>\n"));
+    free(t);
+}
+
+static void test_models(const char *golden_sha) {
+    char path[512];
+    kipp_error err = {0};
+    kipp_model_options mo = {.backend = KIPP_BACKEND_NONE};
+    kipp_model *m = NULL;
+    snprintf(path, sizeof path, "%s/models/synthetic-tiny-instruct.gguf", test_build_dir());
+    CHECKF(kipp_model_open(path, &mo, &m, &err) == 0, "%s", err.message);
+    if (m) {
+        const char *tpl = kipp_model_chat_template(m);
+        CHECK(tpl != NULL);
+        if (tpl) {
+            kipp_sha256 s;
+            uint8_t d[32];
+            char hex[65];
+            kipp_sha256_init(&s);
+            kipp_sha256_update(&s, tpl, strlen(tpl));
+            kipp_sha256_final(&s, d);
+            kipp_sha256_hex(d, hex);
+            CHECKF(!strcmp(hex, golden_sha), "fixture template %s, goldens from %s", hex,
+                   golden_sha);
+        }
+        kipp_chat_message u = {.role = "user", .content = "Hi", .content_length = 2};
+        char *t = NULL;
+        size_t n = 0;
+        CHECKF(kipp_chat_render(m, &u, 1, true, false, &t, &n, &err) == 0, "%s", err.message);
+        const char *want = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                           "<think>\n\n</think>\n\n";
+        CHECK(t && n == strlen(want) && !strcmp(t, want));
+        free(t);
+        kipp_model_close(m);
+    }
+    snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
+    m = NULL;
+    CHECKF(kipp_model_open(path, &mo, &m, &err) == 0, "%s", err.message);
+    if (m) {
+        kipp_chat_message u = {.role = "user", .content = "Hi", .content_length = 2};
+        char *t = NULL;
+        size_t n = 0;
+        CHECK(kipp_chat_render(m, &u, 1, true, true, &t, &n, &err) == KIPP_E_UNSUPPORTED);
+        CHECK(t == NULL && strstr(err.message, "base") != NULL);
+        kipp_model_close(m);
+    }
+}
+
+int main(void) {
+    char sha[65] = "";
+    test_goldens(sha);
+    test_errors();
+    test_models(sha);
+    return test_finish("test_chat");
+}

@@ -1,0 +1,331 @@
+/* The cpu backend on the fixture models, for every kernel tier this
+ * processor runs (forced with KIPP_CPU_ISA):
+ *
+ *  Batch invariance, BITWISE (memcmp of the logits):
+ *   - one-call prefill == ragged chunks == one token at a time, at every
+ *     position;
+ *   - 1 thread == 2 threads == 3 threads;
+ *   - a session alone == the same session inside a batch with sessions of
+ *     other lengths (prefill and decode);
+ *   - a scrambled block table == the identity table;
+ *   - truncate + resume == the original run.
+ *  Against the oracle (`ref`): identical argmax and NMSE <= 1e-4 at every
+ *  prefill position of a ragged multi-block prompt, at every greedy decode
+ *  position, after truncate/resume, with a scrambled table and batched.
+ *
+ * synthetic-tiny and synthetic-tiny-instruct always; synthetic-0.6b too with
+ * KIPP_TEST_FULL=1 (make test-full). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/session_internal.h"
+#include "kipp.h"
+#include "test_util.h"
+
+#define V KIPP_VOCAB_SIZE
+#define NMSE_BOUND 1e-4
+
+static uint64_t rng_state;
+static int32_t rand_token(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (int32_t)(rng_state % 151000); /* ordinary tokens */
+}
+
+static char model_path[512];
+
+static kipp_model *open_model(kipp_backend_kind kind, const char *isa, int threads) {
+    if (isa) setenv("KIPP_CPU_ISA", isa, 1);
+    kipp_model_options o = {.backend = kind, .threads = threads};
+    kipp_model *m = NULL;
+    kipp_error err = {0};
+    if (kipp_model_open(model_path, &o, &m, &err)) {
+        fprintf(stderr, "open %s (%s, %s, %d threads): %s\n", model_path, kipp_backend_name(kind),
+                isa ? isa : "-", threads, err.message);
+        CHECK(0);
+        return NULL;
+    }
+    return m;
+}
+
+static kipp_session *new_session(kipp_model *m, uint32_t capacity) {
+    kipp_session_options so = {.capacity = capacity};
+    kipp_session *s = NULL;
+    kipp_error err = {0};
+    if (kipp_session_create(m, &so, &s, &err)) {
+        fprintf(stderr, "session: %s\n", err.message);
+        CHECK(0);
+    }
+    return s;
+}
+
+/* Feeds tokens[0..n) in the given chunk sizes (0-terminated list; NULL =
+ * one call), writing logits for every position into out[n][V]. */
+static int feed(kipp_model *m, kipp_session *s, const int32_t *tokens, uint32_t n,
+                const uint32_t *chunks, float *out) {
+    uint32_t done = 0, ci = 0;
+    while (done < n) {
+        uint32_t len = chunks && chunks[ci] ? chunks[ci++] : n - done;
+        if (len > n - done) len = n - done;
+        kipp_eval_item it = {s, tokens + done, len, len, out + (size_t)done * V};
+        kipp_error err = {0};
+        if (kipp_eval(m, &it, 1, &err)) {
+            fprintf(stderr, "eval: %s\n", err.message);
+            CHECK(0);
+            return 1;
+        }
+        done += len;
+    }
+    return 0;
+}
+
+static size_t argmax(const float *x) {
+    size_t b = 0;
+    for (size_t i = 1; i < V; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static double nmse(const float *a, const float *b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < V; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static double worst_nmse;
+
+/* cpu rows vs ref rows: identical argmax and NMSE bound at every row. */
+static void vs_ref(const char *what, const char *isa, const float *cpu, const float *ref,
+                   uint32_t rows) {
+    int bad_arg = 0, bad_nmse = 0;
+    double worst = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
+        double e = nmse(a, b);
+        if (e > worst) worst = e;
+        bad_nmse += !(e <= NMSE_BOUND);
+        bad_arg += argmax(a) != argmax(b);
+    }
+    if (worst > worst_nmse) worst_nmse = worst;
+    fprintf(stderr, "  %-7s %-28s rows %3u  worst NMSE %.2e  argmax mismatches %d\n", isa, what,
+            rows, worst, bad_arg);
+    CHECKF(bad_arg == 0 && bad_nmse == 0, "%s %s: %d argmax mismatches, %d rows over NMSE %g",
+           isa, what, bad_arg, bad_nmse, NMSE_BOUND);
+}
+
+static void same_bits(const char *what, const char *isa, const float *a, const float *b,
+                      uint32_t rows) {
+    uint32_t first_bad = rows;
+    for (uint32_t r = 0; r < rows && first_bad == rows; r++)
+        if (memcmp(a + (size_t)r * V, b + (size_t)r * V, V * sizeof(float)) != 0) first_bad = r;
+    CHECKF(first_bad == rows, "%s %s: logits differ (first at row %u of %u)", isa, what,
+           first_bad, rows);
+}
+
+static float *logits_buf(uint32_t rows) {
+    float *p = malloc((size_t)rows * V * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+typedef struct plan {
+    uint32_t L;      /* prompt length (ragged, several KV blocks) */
+    uint32_t decode; /* greedy decode steps compared with ref */
+    uint32_t cut;    /* truncate point */
+    uint32_t capacity;
+} plan;
+
+static void run_model(const char *name, plan p) {
+    snprintf(model_path, sizeof model_path, "%s/models/%s.gguf", test_build_dir(), name);
+    FILE *f = fopen(model_path, "rb");
+    if (!f) {
+        fprintf(stderr, "fixture %s missing (make fixtures)\n", model_path);
+        CHECK(0);
+        return;
+    }
+    fclose(f);
+    fprintf(stderr, "%s:\n", name);
+    rng_state = 0x5eed0000ull + p.L;
+    uint32_t T = p.L + p.decode;
+    int32_t *prompt = malloc(T * sizeof *prompt), *other1 = malloc(64 * 4), *other2 = malloc(64 * 4);
+    for (uint32_t i = 0; i < p.L; i++) prompt[i] = rand_token();
+    for (int i = 0; i < 64; i++) other1[i] = rand_token(), other2[i] = rand_token();
+
+    /* The oracle: prompt, then greedy decode (tokens fixed by the oracle's
+     * argmax; the cpu must agree on every one of them anyway). */
+    double t0 = kipp_now_seconds();
+    float *ref = logits_buf(T);
+    kipp_model *rm = open_model(KIPP_BACKEND_REF, NULL, 1);
+    if (!rm) return;
+    kipp_session *rs = new_session(rm, p.capacity);
+    feed(rm, rs, prompt, p.L, NULL, ref);
+    for (uint32_t d = 0; d < p.decode; d++) {
+        prompt[p.L + d] = (int32_t)argmax(ref + (size_t)(p.L + d - 1) * V);
+        feed(rm, rs, prompt + p.L + d, 1, NULL, ref + (size_t)(p.L + d) * V);
+    }
+    /* Isolated oracle runs of the two batch companions (13 and 41 tokens). */
+    float *ref_o1 = logits_buf(13), *ref_o2 = logits_buf(41);
+    kipp_session *ro1 = new_session(rm, p.capacity), *ro2 = new_session(rm, p.capacity);
+    feed(rm, ro1, other1, 13, NULL, ref_o1);
+    feed(rm, ro2, other2, 41, NULL, ref_o2);
+    kipp_session_destroy(ro1);
+    kipp_session_destroy(ro2);
+    kipp_session_destroy(rs);
+    kipp_model_close(rm);
+
+    fprintf(stderr, "  ref runs: %.1f s\n", kipp_now_seconds() - t0);
+    float *a = logits_buf(T), *b = logits_buf(T), *o1 = logits_buf(13), *o2 = logits_buf(41);
+    const char *tiers[] = {"generic", "avx2", "avx512"};
+    for (int t = 0; t < 3; t++) {
+        const char *isa = tiers[t];
+        const char *only = getenv("KIPP_TEST_ISA"); /* debugging: one tier */
+        if (only && *only && strcmp(only, isa) != 0) continue;
+        double tier_start = kipp_now_seconds();
+        kipp_model *m2 = open_model(KIPP_BACKEND_CPU, isa, 2);
+        if (!m2) {
+            fprintf(stderr, "  %s: tier not available here\n", isa);
+            continue;
+        }
+        /* A: one-call prefill + greedy decode on the oracle's tokens. */
+        kipp_session *s = new_session(m2, p.capacity);
+        feed(m2, s, prompt, p.L, NULL, a);
+        for (uint32_t d = 0; d < p.decode; d++)
+            feed(m2, s, prompt + p.L + d, 1, NULL, a + (size_t)(p.L + d) * V);
+        vs_ref("prefill (one call)", isa, a, ref, p.L);
+        vs_ref("greedy decode", isa, a + (size_t)p.L * V, ref + (size_t)p.L * V, p.decode);
+
+        /* Truncate and resume: the same bits, so the same closeness. */
+        kipp_error err = {0};
+        CHECK(kipp_session_truncate(s, p.cut, &err) == KIPP_OK);
+        feed(m2, s, prompt + p.cut, T - p.cut, NULL, b + (size_t)p.cut * V);
+        same_bits("truncate/resume", isa, a + (size_t)p.cut * V, b + (size_t)p.cut * V,
+                  T - p.cut);
+        vs_ref("after truncate/resume", isa, b + (size_t)p.cut * V, ref + (size_t)p.cut * V,
+               T - p.cut);
+        kipp_session_destroy(s);
+
+        /* Ragged chunks (crossing 32-position blocks mid-chunk). */
+        static const uint32_t ragged[] = {1, 5, 20, 1, 12, 4, 0}; /* crosses 32 mid-chunk */
+        s = new_session(m2, p.capacity);
+        feed(m2, s, prompt, T, ragged, b);
+        same_bits("ragged-chunk prefill", isa, a, b, T);
+        kipp_session_destroy(s);
+
+        /* Scrambled block table. */
+        s = new_session(m2, p.capacity);
+        uint32_t nb = kipp_session_block_count(s);
+        uint32_t *table = malloc(nb * sizeof *table);
+        for (uint32_t i = 0; i < nb; i++) table[i] = (i * 7 + 3) % nb; /* nb coprime to 7 */
+        if (nb % 7 == 0)
+            for (uint32_t i = 0; i < nb; i++) table[i] = nb - 1 - i;
+        CHECK(kipp_session_set_block_table(s, table, nb, &err) == KIPP_OK);
+        free(table);
+        feed(m2, s, prompt, T, NULL, b);
+        same_bits("scrambled block table", isa, a, b, T);
+        vs_ref("scrambled block table", isa, b, ref, T);
+        kipp_session_destroy(s);
+
+        /* Batched: the session beside two others of other lengths, all in
+         * one eval call; first the prompts, then several decode steps. */
+        kipp_session *s0 = new_session(m2, p.capacity), *s1 = new_session(m2, p.capacity),
+                     *s2 = new_session(m2, p.capacity);
+        kipp_eval_item items[3] = {
+            {s1, other1, 13, 13, o1}, {s0, prompt, p.L, p.L, b}, {s2, other2, 41, 41, o2}};
+        CHECK(kipp_eval(m2, items, 3, &err) == KIPP_OK);
+        for (uint32_t d = 0; d < p.decode; d++) {
+            int32_t t1 = other1[(d + 20) % 64], t2 = other2[(d + 50) % 64];
+            static float d1[V], d2[V];
+            kipp_eval_item step[3] = {{s2, &t2, 1, 1, d2},
+                                      {s0, prompt + p.L + d, 1, 1, b + (size_t)(p.L + d) * V},
+                                      {s1, &t1, 1, 1, d1}};
+            CHECK(kipp_eval(m2, step, 3, &err) == KIPP_OK);
+        }
+        same_bits("batched with other sessions", isa, a, b, T);
+        vs_ref("batched (session)", isa, b, ref, T);
+        vs_ref("batched (companion 13)", isa, o1, ref_o1, 13);
+        vs_ref("batched (companion 41)", isa, o2, ref_o2, 41);
+        kipp_session_destroy(s0);
+        kipp_session_destroy(s1);
+        kipp_session_destroy(s2);
+        kipp_model_close(m2);
+
+        /* Thread counts 1 and 3 (oversubscribed on two cores), fed one
+         * token at a time and in one call respectively. */
+        kipp_model *m1 = open_model(KIPP_BACKEND_CPU, isa, 1);
+        if (m1) {
+            s = new_session(m1, p.capacity);
+            static const uint32_t ones[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+            if (T <= sizeof ones / sizeof ones[0]) {
+                feed(m1, s, prompt, T, ones, b);
+                same_bits("1 thread, one token at a time", isa, a, b, T);
+            } else {
+                CHECK(0);
+            }
+            kipp_session_destroy(s);
+            kipp_model_close(m1);
+        }
+        kipp_model *m3 = open_model(KIPP_BACKEND_CPU, isa, 3);
+        if (m3) {
+            s = new_session(m3, p.capacity);
+            feed(m3, s, prompt, T, NULL, b);
+            same_bits("3 threads, one call", isa, a, b, T);
+            kipp_session_destroy(s);
+            kipp_model_close(m3);
+        }
+        fprintf(stderr, "  %s: %.1f s\n", isa, kipp_now_seconds() - tier_start);
+    }
+    free(a);
+    free(b);
+    free(o1);
+    free(o2);
+    free(ref);
+    free(ref_o1);
+    free(ref_o2);
+    free(prompt);
+    free(other1);
+    free(other2);
+}
+
+/* Under ThreadSanitizer (5-15x slower) a smaller plan: the same gates on
+ * synthetic-tiny only, still crossing a KV block boundary. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+int main(void) {
+    if (UNDER_TSAN) {
+        run_model("synthetic-tiny", (plan){.L = 36, .decode = 2, .cut = 20, .capacity = 64});
+        return test_finish("test_cpu_backend (thread-sanitizer plan)");
+    }
+    run_model("synthetic-tiny", (plan){.L = 45, .decode = 5, .cut = 29, .capacity = 64});
+    run_model("synthetic-tiny-instruct", (plan){.L = 41, .decode = 4, .cut = 33, .capacity = 96});
+    const char *full = getenv("KIPP_TEST_FULL");
+    if (full && strcmp(full, "1") == 0)
+        run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64});
+    else
+        fprintf(stderr, "synthetic-0.6b gates: only with KIPP_TEST_FULL=1 (make test-full)\n");
+    fprintf(stderr, "worst NMSE vs ref over all gates: %.2e (bound %g)\n", worst_nmse, NMSE_BOUND);
+    return test_finish("test_cpu_backend");
+}
