@@ -34,8 +34,12 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS      := $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
 
 # Run-time-dispatched SIMD kernels: each tier's file alone gets its flags.
+# Off x86-64 those files compile to nothing and get no flags.
+ARCH := $(shell uname -m)
+ifneq ($(filter x86_64 amd64,$(ARCH)),)
 $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
+endif
 
 .PHONY: all test test-sanitize test-tsan test-full demo clean fixtures tokenizer \
         fuzz-gguf fuzz-json fuzz-tokenizer lint bench
