@@ -8,14 +8,17 @@ export BUILD
 KIPP=${KIPP:-$BUILD/kipp}
 export KIPP
 LOGDIR=$BUILD/test-logs
+TEST_TIMEOUT=${KIPP_TEST_TIMEOUT:-1200}
 mkdir -p "$LOGDIR"
 passed=0; failed=0; skipped=0; failed_names=""
 
 run_one() {
     name=$1; shift
     start=$(date +%s)
-    "$@" >"$LOGDIR/$name.log" 2>&1
+    # A hung test is a failure, not a stalled CI run.
+    timeout -k 10 "$TEST_TIMEOUT" "$@" >"$LOGDIR/$name.log" 2>&1
     rc=$?
+    [ $rc -eq 124 ] && echo "(timed out after ${TEST_TIMEOUT}s)" >>"$LOGDIR/$name.log"
     secs=$(( $(date +%s) - start ))
     if [ $rc -eq 0 ]; then
         passed=$((passed + 1)); echo "PASS  $name (${secs}s)"
