@@ -6,7 +6,7 @@
 // docs/BENCHMARKS.md.
 //
 //   node bench/bench_decode.mjs [-m build/models/synthetic-0.6b.gguf]
-//        [--threads 2] [--rounds 3] [--quick]
+//        [--threads 2] [--rounds 3] [--quick] [--prefill P] [--decode D@P]
 //
 // Cases (issue #5): prefill at 512 and 2048 prompt tokens; decode (64
 // tokens) at short context (16-token prompt) and (32 tokens) at 4096
@@ -24,7 +24,17 @@ const rounds = Number(opt("--rounds", "3"));
 const quick = args.includes("--quick");
 const kipp = opt("--kipp", "build/kipp");
 
-const cases = quick
+// --prefill P and/or --decode D@P replace the cases with one prefill of a
+// P-token prompt and/or D decode steps after a P-token prompt (issue 6's
+// per-scheme speed table runs these short cases on every weight scheme).
+const customPrefill = opt("--prefill", null), customDecode = opt("--decode", null);
+const custom = [];
+if (customPrefill) custom.push({ name: `prefill ${customPrefill}`, p: Number(customPrefill), d: 0, metric: "prefill_tps" });
+if (customDecode) {
+  const [d, p] = customDecode.split("@").map(Number);
+  custom.push({ name: `decode ${d} @ ${p} ctx`, p, d, metric: "decode_tps" });
+}
+const cases = custom.length ? custom : quick
   ? [{ name: "prefill 64", p: 64, d: 0, metric: "prefill_tps" },
      { name: "decode @16", p: 16, d: 8, metric: "decode_tps" }]
   : [{ name: "prefill 512", p: 512, d: 0, metric: "prefill_tps" },

@@ -10,6 +10,7 @@
 #ifndef KIPP_BACKEND_H
 #define KIPP_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,9 @@ typedef struct kipp_backend_ops {
     void (*session_destroy)(void *model_state, void *session_state);
     int (*eval)(void *model_state, kipp_backend_item *items, size_t n_items,
                 kipp_error *err);
+    /* The backend reads and writes a Q8_0 KV cache (kv->quant ==
+     * KIPP_KV_Q8_0); sessions asking for one are refused otherwise. */
+    bool kv_q8_0;
 } kipp_backend_ops;
 
 extern const kipp_backend_ops kipp_backend_ref;

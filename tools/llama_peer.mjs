@@ -7,6 +7,9 @@
 //   node tools/llama_peer.mjs eval FILE --tokens 1,2,3 [--top 5]
 //       next-token distribution after the prompt: {"top": [{"id", "p"}...],
 //       "entropy": nats, "vocab_size": entries in llama.cpp's distribution}
+//   node tools/llama_peer.mjs evalmany FILE --prompts "1,2,3;4,5" [--top 5]
+//       JSON array: one eval result per ';'-separated prompt, each from an
+//       empty sequence (one model load for all of them)
 //   node tools/llama_peer.mjs greedy FILE --tokens 1,2,3 -n N
 //       JSON array of N greedily generated ids, exactly as llama.cpp picked
 //       them (no stopping at end-of-generation tokens)
@@ -19,8 +22,8 @@ import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 function usage(msg) {
   if (msg) process.stderr.write(`llama_peer: ${msg}\n`);
   process.stderr.write(
-    "usage: node tools/llama_peer.mjs info|eval|greedy|tokenize FILE " +
-      "[--tokens 1,2,3] [--top K] [-n N] [--text STR] [--ctx N] [--threads N]\n");
+    "usage: node tools/llama_peer.mjs info|eval|evalmany|greedy|tokenize FILE " +
+      "[--tokens 1,2,3] [--prompts '1,2;3'] [--top K] [-n N] [--text STR] [--ctx N] [--threads N]\n");
   process.exit(2);
 }
 
@@ -36,6 +39,12 @@ function parseArgs(argv) {
       if (!Number.isInteger(t) || t < 0) usage(`bad token id '${s}'`);
       return t;
     });
+    else if (a === "--prompts") o.prompts = v.split(";").filter((p) => p !== "").map((p) =>
+      p.split(",").filter((s) => s !== "").map((s) => {
+        const t = Number(s);
+        if (!Number.isInteger(t) || t < 0) usage(`bad token id '${s}'`);
+        return t;
+      }));
     else if (a === "--top") o.top = Number(v);
     else if (a === "-n") o.n = Number(v);
     else if (a === "--text") o.text = v;
@@ -46,6 +55,8 @@ function parseArgs(argv) {
   }
   if ((cmd === "eval" || cmd === "greedy") && !(o.tokens && o.tokens.length)) usage("--tokens needed");
   if (cmd === "tokenize" && o.text === undefined) usage("--text needed");
+  if (cmd === "evalmany" && !(o.prompts && o.prompts.length && o.prompts.every((p) => p.length)))
+    usage("--prompts needed");
   return o;
 }
 
@@ -79,15 +90,23 @@ async function main() {
   } else {
     const ctx = await model.createContext({ contextSize: o.ctx, threads: o.threads });
     const seq = ctx.getSequence();
-    if (o.cmd === "eval") {
-      const probs = await nextDistribution(seq, o.tokens);
+    const summarize = (probs) => {
       let entropy = 0;
       for (const [, p] of probs) if (p > 0) entropy -= p * Math.log(p);
-      result = {
+      return {
         top: probs.slice(0, o.top).map(([id, p]) => ({ id, p })),
         entropy,
         vocab_size: probs.length,
       };
+    };
+    if (o.cmd === "eval") {
+      result = summarize(await nextDistribution(seq, o.tokens));
+    } else if (o.cmd === "evalmany") {
+      result = [];
+      for (const p of o.prompts) {
+        await seq.clearHistory();
+        result.push(summarize(await nextDistribution(seq, p)));
+      }
     } else if (o.cmd === "greedy") {
       const ids = [];
       let input = o.tokens;

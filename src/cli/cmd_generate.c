@@ -30,7 +30,9 @@ static void usage(FILE *out) {
         "  -p, --prompt TEXT         prompt text (special tokens are recognised)\n"
         "  --tokens LIST             prompt as comma-separated token ids\n"
         "  -n, --max-tokens N        tokens to generate (default 64; 0 = prompt only)\n"
-        "  --backend ref|cpu         compute backend (default: ref, the scalar oracle)\n"
+        "  --backend ref|cpu         compute backend (default: cpu; ref is the scalar oracle)\n"
+        "  --kv-quant bf16|q8_0      KV cache format (default bf16; q8_0 stores K/V as\n"
+        "                            Q8_0 blocks: 1.88x less memory, bounded error)\n"
         "  --capacity C              session capacity in positions (default: prompt + N,\n"
         "                            at most the context length)\n"
         "  --all-logits OUT.f32      write little-endian float32 rows [position][151936]\n"
@@ -117,6 +119,7 @@ typedef struct options {
     long n_gen;
     long capacity;
     kipp_backend_kind backend;
+    kipp_kv_quant kv_quant;
     kipp_sampling sampling;
     kipp_logit_bias bias[64];
     size_t n_bias;
@@ -125,7 +128,7 @@ typedef struct options {
 
 static int parse_args(int argc, char **argv, options *o) {
     o->n_gen = 64;
-    o->backend = KIPP_BACKEND_REF;
+    o->backend = KIPP_BACKEND_CPU;
     o->sampling = kipp_sampling_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -154,6 +157,13 @@ static int parse_args(int argc, char **argv, options *o) {
             else if (!strcmp(v, "cuda")) o->backend = KIPP_BACKEND_CUDA;
             else {
                 fprintf(stderr, "kipp generate: unknown backend '%s' (ref, cpu)\n", v);
+                return 1;
+            }
+        } else if (!strcmp(a, "--kv-quant")) {
+            if (!strcmp(v, "bf16")) o->kv_quant = KIPP_KV_BF16;
+            else if (!strcmp(v, "q8_0")) o->kv_quant = KIPP_KV_Q8_0;
+            else {
+                fprintf(stderr, "kipp generate: unknown --kv-quant '%s' (bf16, q8_0)\n", v);
                 return 1;
             }
         } else if (!strcmp(a, "--temperature")) rc = parse_float(a, v, &s->temperature);
@@ -262,7 +272,7 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
     uint64_t want = (uint64_t)n_prompt + (uint64_t)o->n_gen;
     uint32_t capacity = o->capacity ? (uint32_t)o->capacity
                                     : (uint32_t)(want < ck->context ? want : ck->context);
-    kipp_session_options so = {.capacity = capacity};
+    kipp_session_options so = {.capacity = capacity, .kv_quant = o->kv_quant};
     if (kipp_session_create(r->model, &so, &r->session, &r->err) ||
         kipp_sampler_create(&o->sampling, &sampler, &r->err)) {
         fprintf(stderr, "kipp generate: %s\n", r->err.message);

@@ -24,13 +24,18 @@ int kipp_session_create(kipp_model *model, const kipp_session_options *options,
         return kipp_fail(err, KIPP_E_ARGUMENT,
                          "session capacity %u exceeds the context length %u of %s",
                          capacity, c->context, c->id);
-    if (options->kv_quant != KIPP_KV_BF16)
-        return kipp_fail(err, KIPP_E_UNSUPPORTED, "only the BF16 KV cache is implemented");
+    if (options->kv_quant != KIPP_KV_BF16 && options->kv_quant != KIPP_KV_Q8_0)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "unknown KV cache format %d",
+                         (int)options->kv_quant);
+    if (options->kv_quant == KIPP_KV_Q8_0 && !model->backend->kv_q8_0)
+        return kipp_fail(err, KIPP_E_UNSUPPORTED,
+                         "backend '%s' has no Q8_0 KV cache (use the BF16 cache or the ref "
+                         "backend)", model->backend->name);
 
     kipp_session *s = kipp_calloc(1, sizeof *s, err);
     if (!s) return KIPP_E_MEMORY;
     s->model = model;
-    int rc = kipp_kv_create(&s->kv, c->layers, capacity, err);
+    int rc = kipp_kv_create_quant(&s->kv, c->layers, capacity, options->kv_quant, err);
     if (rc) {
         free(s);
         return rc;

@@ -8,7 +8,7 @@
 
 struct kipp_session {
     kipp_model *model;
-    kipp_kv_cache kv;    /* paged BF16 K/V; kv.length is the session length */
+    kipp_kv_cache kv;    /* paged K/V (BF16 or Q8_0); kv.length is the session length */
     void *backend_state; /* from the backend's session_create */
 };
 

@@ -90,9 +90,12 @@ static int check_tensor(const kipp_tensor *t, const char *name, int layer, uint6
     if (cols % KIPP_CPU_K_ALIGN)
         return kipp_fail(err, KIPP_E_FORMAT, "cpu backend: tensor %s width %llu is not a "
                          "multiple of %d", name, (unsigned long long)cols, KIPP_CPU_K_ALIGN);
-    /* Per-type dispatch: projections are BF16 today; Q8_0/Q4_0/Q4_1 add a
-     * matmul per type to the kernel table and a case in matmul_for(). */
-    bool ok = vector ? t->type == GGML_TYPE_F32 : t->type == GGML_TYPE_BF16;
+    /* Per-type dispatch (matmul_cols): BF16, and the ggml block types of
+     * the quantized schemes (only projections are ever quantized; the
+     * embedding and output head stay BF16, which the loader enforces). */
+    bool ok = vector ? t->type == GGML_TYPE_F32
+                     : t->type == GGML_TYPE_BF16 || t->type == GGML_TYPE_Q8_0 ||
+                           t->type == GGML_TYPE_Q4_0 || t->type == GGML_TYPE_Q4_1;
     if (!ok)
         return kipp_fail(err, KIPP_E_UNSUPPORTED,
                          "cpu backend: tensor %s (layer %d) has ggml type %u, which the cpu "
@@ -250,16 +253,18 @@ static inline void pack_slice(const cpu_model *m, int buf, const float *x, uint3
     m->kern->pack_act(x + off, n, (uint8_t *)act_row(m, buf, r) + m->kern->act_bytes(off));
 }
 
-static kipp_cpu_matmul_fn matmul_for(const cpu_model *m, const kipp_tensor *t) {
-    (void)t; /* BF16 only today (checked at creation); one case per type later */
-    return m->kern->matmul_bf16;
-}
-
-/* y[r][n0..n1) = t . act[buf] row r. */
+/* y[r][n0..n1) = t . act[buf] row r, with the tier's kernel for t's type. */
 static void matmul_cols(const cpu_model *m, const kipp_tensor *t, int buf, uint32_t n0,
                         uint32_t n1, uint32_t rows, float *const *y) {
     if (n0 >= n1 || rows == 0) return;
-    matmul_for(m, t)(t->data, (uint32_t)t->cols, n0, n1, m->act[buf], m->act_stride, rows, y);
+    const kipp_cpu_kernels *k = m->kern;
+    uint32_t K = (uint32_t)t->cols;
+    switch (t->type) {
+    case GGML_TYPE_Q8_0: k->matmul_q8_0(t->data, K, n0, n1, m->act[buf], m->act_stride, rows, y); break;
+    case GGML_TYPE_Q4_0: k->matmul_q4_0(t->data, K, n0, n1, m->act[buf], m->act_stride, rows, y); break;
+    case GGML_TYPE_Q4_1: k->matmul_q4_1(t->data, K, n0, n1, m->act[buf], m->act_stride, rows, y); break;
+    default: k->matmul_bf16(t->data, K, n0, n1, m->act[buf], m->act_stride, rows, y); break;
+    }
 }
 
 typedef struct region {
@@ -304,7 +309,8 @@ static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
 }
 
 /* 3: per (row, KV head): per-head RMSNorm and RoPE of K and of the query
- * heads that read it; K and V stored in the paged cache as BF16. */
+ * heads that read it; K and V stored in the paged cache (BF16, or Q8_0
+ * blocks when the session asked for them). */
 static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
@@ -324,6 +330,13 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
         kr->rmsnorm(kh, kh, g->L->attn_k_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
         kr->rope(kh, cs, cs + HALF_DIM);
         kipp_kv_cache *kv = m->row_kv[r];
+        if (kv->quant == KIPP_KV_Q8_0) { /* one head = 4 whole Q8_0 blocks */
+            size_t qoff = kipp_kv_qrow_offset(kv, m->layer, m->row_pos[r]) +
+                          (size_t)kvh * KIPP_KV_HEAD_QBLOCKS;
+            kipp_quantize_q8_0(kh, KIPP_HEAD_DIM, kv->kq + qoff);
+            kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, kv->vq + qoff);
+            continue;
+        }
         size_t off = kipp_kv_row_offset(kv, m->layer, m->row_pos[r]) + (size_t)kvh * KIPP_HEAD_DIM;
         for (int i = 0; i < KIPP_HEAD_DIM; i++) {
             kv->k[off + i] = kipp_f32_to_bf16(kh[i]);
@@ -342,15 +355,25 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
     uint32_t b, e;
     kipp_pool_split(g->n_rows * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
     for (uint32_t t = b; t < e; t++) {
-        uint32_t r = t / KIPP_KV_HEADS, kvh = t % KIPP_KV_HEADS;
+        /* Head-major: consecutive units read the same KV head's positions
+         * (a 2 KiB-strided slice, so the prefetcher cannot help), which then
+         * stays in L2 from one row to the next; row-major order missed on
+         * most K/V reads in a long prefill. Same arithmetic either way. */
+        uint32_t r = t % g->n_rows, kvh = t / g->n_rows;
         const kipp_kv_cache *kv = m->row_kv[r];
         size_t layer_off = (size_t)m->layer * kv->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW +
                            (size_t)kvh * KIPP_HEAD_DIM;
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
         float *out = row(m->attn, m->A, r) + off;
-        m->kern->attention(row(m->q, m->A, r) + off, m->group, kv->k + layer_off,
-                           kv->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale, out,
-                           scratch);
+        if (kv->quant == KIPP_KV_Q8_0) /* same positions, in blocks of 32 values */
+            kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
+                                    kv->kq + layer_off / KIPP_QBLOCK,
+                                    kv->vq + layer_off / KIPP_QBLOCK, kv->block_table,
+                                    m->row_pos[r] + 1, scale, out, scratch);
+        else
+            m->kern->attention(row(m->q, m->A, r) + off, m->group, kv->k + layer_off,
+                               kv->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale,
+                               out, scratch);
         pack_slice(m, 0, row(m->attn, m->A, r), off, m->group * KIPP_HEAD_DIM, r);
     }
 }
@@ -505,4 +528,5 @@ const kipp_backend_ops kipp_backend_cpu = {
     .session_create = cpu_session_create,
     .session_destroy = cpu_session_destroy,
     .eval = cpu_eval,
+    .kv_q8_0 = true,
 };

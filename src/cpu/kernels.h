@@ -14,13 +14,15 @@
  *    blocks, in position order, with an online softmax per block; nothing
  *    depends on what else is in the batch.
  *  - norms and elementwise ops work on one row at a time.
- * Tiers differ from each other (FMA, BF16 dot products); each is invariant
- * in itself. */
+ * Tiers differ from each other (lane width, lane order, fold); each is
+ * invariant in itself. */
 #ifndef KIPP_CPU_KERNELS_H
 #define KIPP_CPU_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/quant.h"
 
 /* Every matmul K is a multiple of this (all family dimensions are). */
 #define KIPP_CPU_K_ALIGN 32
@@ -47,6 +49,21 @@ typedef void (*kipp_cpu_attention_fn)(const float *q, uint32_t g,
                                       uint32_t n_pos, float scale, float *out,
                                       float *scratch);
 
+/* The same contract for quantized weights: w is [N] rows of K / 32 ggml
+ * blocks (Q8_0, Q4_0 or Q4_1, core/quant.h), x the same packed activations
+ * the BF16 matmul reads. */
+typedef void (*kipp_cpu_matmul_q_fn)(const void *w, uint32_t k, uint32_t n0,
+                                     uint32_t n1, const void *x, size_t x_stride,
+                                     uint32_t m, float *const *y);
+
+/* attention over a Q8_0 KV cache: k, v are the layer's block store
+ * [physical position][8][4] Q8_0 blocks, already offset to this KV head;
+ * everything else as kipp_cpu_attention_fn. One portable implementation
+ * (kernels_generic.c) serves every tier. */
+void kipp_cpu_attention_q8_0(const float *q, uint32_t g, const kipp_block_q8_0 *k,
+                             const kipp_block_q8_0 *v, const uint32_t *block_table,
+                             uint32_t n_pos, float scale, float *out, float *scratch);
+
 typedef struct kipp_cpu_kernels {
     const char *name; /* "generic", "avx2", "avx512" */
     /* Packed activation bytes for a row of k values (a multiple of 64). */
@@ -54,6 +71,9 @@ typedef struct kipp_cpu_kernels {
     /* FP32 row -> the format this tier's BF16 matmul reads. */
     void (*pack_act)(const float *x, uint32_t k, void *dst);
     kipp_cpu_matmul_fn matmul_bf16;
+    kipp_cpu_matmul_q_fn matmul_q8_0; /* q8_0 */
+    kipp_cpu_matmul_q_fn matmul_q4_0; /* scale4_gs32 */
+    kipp_cpu_matmul_q_fn matmul_q4_1; /* affine4_gs32 */
     /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x. */
     void (*rmsnorm)(float *out, const float *x, const float *w, uint32_t n,
                     float eps);

@@ -220,11 +220,125 @@ static void attention(const float *q, uint32_t g, const uint16_t *k, const uint1
     }
 }
 
+/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
+ * Blocks decoded in registers to 4 x 8 FP32 small integers q (Q4_0: nibble
+ * - 8), exact; activations are the FP32 rows the BF16 matmul reads. Per
+ * output, in block order:
+ *   s = q0*x0 (+FMA q1*x1, q2*x2, q3*x3);  acc = FMA(d, s, acc)
+ *   (Q4_1 also acc = FMA(m, (x0 + x1) + (x2 + x3), acc))
+ * then hsum8. A weight row's block is decoded once for up to 4 activation
+ * rows (qtile C = 4 or 1); every output runs the same sequence either way. */
+enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
+
+static inline size_t qblock_bytes(int t) {
+    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
+           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
+}
+
+static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
+                                                          __m256 q[4], __m256 *d, __m256 *mn) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            q[c] = _mm256_cvtepi32_ps(
+                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + 8 * c))));
+        return;
+    }
+    const uint8_t *qs;
+    if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        qs = blk->qs;
+    } else {
+        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        *mn = _mm256_set1_ps(_cvtsh_ss(blk->m));
+        qs = blk->qs;
+    }
+    const __m128i mask = _mm_set1_epi8(15);
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m128i lo = _mm_and_si128(raw, mask);                     /* elements 0..15 */
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);  /* elements 16..31 */
+    if (t == QT_Q4_0) {
+        lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+        hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+    }
+    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *row, uint32_t k,
+                                                        const char *x, size_t x_stride, int C,
+                                                        uint32_t n, uint32_t m0,
+                                                        float *const *y) {
+    __m256 acc[4];
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++) {
+        __m256 q[4], d, mn = _mm256_setzero_ps();
+        qdecode(t, row, b, q, &d, &mn);
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
+            __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
+            __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
+            __m256 s = _mm256_mul_ps(q[0], x0);
+            s = _mm256_fmadd_ps(q[1], x1, s);
+            s = _mm256_fmadd_ps(q[2], x2, s);
+            s = _mm256_fmadd_ps(q[3], x3, s);
+            acc[c] = _mm256_fmadd_ps(d, s, acc[c]);
+            if (t == QT_Q4_1)
+                acc[c] = _mm256_fmadd_ps(
+                    mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[c]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int c = 0; c < C; c++) y[m0 + c][n] = hsum8(acc[c]);
+}
+
+static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
+                                                           uint32_t n0, uint32_t n1,
+                                                           const void *x, size_t x_stride,
+                                                           uint32_t m, float *const *y) {
+    const char *xb = x;
+    size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
+        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
+        uint32_t r = 0;
+        for (; r + 4 <= m; r += 4)
+            for (uint32_t n = nb; n < ne; n++)
+                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 4, n, r, y);
+        for (; r < m; r++)
+            for (uint32_t n = nb; n < ne; n++)
+                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 1, n, r, y);
+    }
+}
+
+static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
+}
+
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
     .name = "avx2",
     .act_bytes = act_bytes,
     .pack_act = pack_act,
     .matmul_bf16 = matmul_bf16,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .matmul_q4_1 = matmul_q4_1,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .silu_mul = silu_mul,

@@ -2,14 +2,16 @@
  * only this file, with those flags; dispatch.c calls into it only after
  * CPUID says the processor has them.
  *
- * Matmul: BF16 dot products (vdpbf16ps). Activations are packed as a BF16
- * pair per value, hi = bf16(x) and lo = bf16(x - hi), so x is carried to
- * about 16 significant bits and the products stay close to the FP32
- * oracle; each 32-value chunk of K is two vdpbf16ps into ONE accumulator
- * per output (hi first, then lo). Lane i of the accumulator sums k = 2i,
- * 2i+1 of every chunk; _mm512_reduce_add_ps folds the 16 lanes in its fixed
+ * Matmul: BF16 weights widened to FP32 (exact) in registers, FP32
+ * activations, FP32 FMA. Per 32-value chunk of K, two FMAs into ONE
+ * accumulator per output (even values, then odd); lane i sums k = 2i, 2i+1
+ * of every chunk; _mm512_reduce_add_ps folds the 16 lanes in its fixed
  * order. The matrix-vector tile (8 weight rows x 1) and the matrix-matrix
- * tile (4 weight rows x 4 activation rows) both run this per output. */
+ * tile (4 weight rows x up to 4 activation rows) both run this per output.
+ * This replaced vdpbf16ps on activations carried as a BF16 hi/lo pair
+ * (needed for the oracle gate): that did 2 dot-product instructions per 32
+ * MACs and measured ~15 GMAC/s/core against ~24+ for FP32 FMA, and it
+ * rounded activations to ~16 bits, which this does not. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -17,61 +19,59 @@
 
 #include "cpu/kernels.h"
 
-/* 1: activations as a BF16 hi/lo pair (default). 0: one BF16 per value,
- * ~1.8x faster prefill, but measured NMSE vs the oracle ~3e-5 with argmax
- * flips on the synthetic models, which fails the argmax gate. */
-#ifndef KIPP_AVX512_ACT_SPLIT
-#define KIPP_AVX512_ACT_SPLIT 1
-#endif
-/* Packed activation row: per 32-value chunk, 32 hi BF16 then (split mode)
- * 32 lo BF16. */
-#define ACT_PARTS (KIPP_AVX512_ACT_SPLIT ? 2 : 1)
-static size_t act_bytes(uint32_t k) { return (size_t)k * 2 * ACT_PARTS; }
+/* Packed activation row: FP32, each 32-value chunk de-interleaved as
+ * x[0], x[2], ..., x[30] then x[1], x[3], ..., x[31]. A 32-value BF16
+ * weight load holds value 2j in the low and 2j+1 in the high half of dword
+ * j, so one shift (even values) and one AND (odd values) widen it to two
+ * FP32 vectors that line up with these two halves -- one ALU op per 16
+ * weights instead of the zero-extend + shift pair. A chunk packs on its
+ * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
+static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
 static void pack_act(const float *x, uint32_t k, void *dst) {
-    __m512i *out = dst;
+    float *out = dst;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (uint32_t i = 0; i < k; i += 32) {
         __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-        __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
-        _mm512_storeu_si512(out + ACT_PARTS * (i / 32), (__m512i)hi);
-        if (!KIPP_AVX512_ACT_SPLIT) continue;
-        /* hi back to FP32 (exact) to form the remainders. */
-        __m512i hw = (__m512i)hi;
-        __m512 ha = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hw)), 16));
-        __m512 hb = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hw, 1)), 16));
-        __m512bh lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
-        _mm512_storeu_si512(out + ACT_PARTS * (i / 32) + 1, (__m512i)lo);
+        _mm512_storeu_ps(out + i, _mm512_permutex2var_ps(a, even, b));
+        _mm512_storeu_ps(out + i + 16, _mm512_permutex2var_ps(a, odd, b));
     }
 }
 
 /* R weight rows x C activation rows; R and C are compile-time constants at
  * every call site, so acc[][] lives in registers. Per output the sequence
- * is: acc = 0; for each chunk: acc = dp(acc, hi, w); acc = dp(acc, lo, w);
- * reduce_add(acc) -- independent of R, C and the neighbours. */
+ * is: acc = 0; for each 32-value chunk in K order:
+ *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
+ * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
+ * neighbours, so matrix-vector and matrix-matrix give the same bits. The
+ * weight vectors are widened once per chunk and reused by all C rows. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
                                                        const char *x, size_t x_stride,
                                                        int R, int C, uint32_t n,
                                                        uint32_t m, float *const *y) {
     __m512 acc[8][4];
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (uint32_t i = 0; i < k; i += 32) {
-        __m512bh wv[8];
+        __m512 we[8], wo[8];
         #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            wv[r] = (__m512bh)_mm512_loadu_si512(w + (size_t)(n + r) * k + i);
+        for (int r = 0; r < R; r++) {
+            __m512i wv = _mm512_loadu_si512(w + (size_t)(n + r) * k + i);
+            we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+            wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+        }
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const __m512i *xc = (const __m512i *)(x + (size_t)(m + c) * x_stride) + ACT_PARTS * (i / 32);
-            __m512bh hi = (__m512bh)_mm512_loadu_si512(xc);
+            const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
+            __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], hi, wv[r]);
-            if (KIPP_AVX512_ACT_SPLIT) {
-                __m512bh lo = (__m512bh)_mm512_loadu_si512(xc + 1);
-                #pragma GCC unroll 8
-                for (int r = 0; r < R; r++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], lo, wv[r]);
+            for (int r = 0; r < R; r++) {
+                acc[r][c] = _mm512_fmadd_ps(we[r], xe, acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(wo[r], xo, acc[r][c]);
             }
         }
     }
@@ -82,6 +82,14 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
 }
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
+
+/* Activation rows r..r+C of weight rows [nb, ne): 4-row weight tiles. */
+#define ROW_TILES(C)                                                              \
+    do {                                                                          \
+        uint32_t n = nb;                                                          \
+        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, n, r, y);      \
+        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, n, r, y);              \
+    } while (0)
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                         const void *x, size_t x_stride, uint32_t m, float *const *y) {
@@ -95,18 +103,16 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
         uint32_t r = 0;
-        for (; r + 4 <= m; r += 4) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 4, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 4, n, r, y);
-        }
-        for (; r < m; r++) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, n, r, y);
+        for (; r + 4 <= m; r += 4) ROW_TILES(4);
+        switch (m - r) { /* the last 1-3 rows in one pass over the weights */
+        case 3: ROW_TILES(3); break;
+        case 2: ROW_TILES(2); break;
+        case 1: ROW_TILES(1); break;
+        default: break;
         }
     }
 }
+#undef ROW_TILES
 
 /* exp for softmax and SiLU: 2^n * p(r), r = x - n ln2, |r| <= ln2/2, Taylor
  * to degree 6 (about 1 ulp). Inputs clamped so -inf gives 0, not NaN. */
@@ -125,11 +131,6 @@ static inline __m512 exp512(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
-}
-
-static inline __m512 bf16x16_to_f32(const uint16_t *p) {
-    __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
@@ -164,31 +165,55 @@ static void silu_mul(float *g, const float *u, uint32_t n) {
     }
 }
 
-/* See kernels_generic.c for the algorithm. Scores: q . k as 8 chained FMAs
- * over 16-wide pieces, then reduce_add; one K row is converted once and
- * used by every query head of the group. */
+/* See kernels_generic.c for the algorithm. K and V rows are widened 32
+ * values at a time like the matmul's weights (shift = even values, AND =
+ * odd values), so q and the output accumulators are kept de-interleaved
+ * the same way (qd, od: per 32-value chunk, evens then odds) and put back
+ * in order once at the end. Scores: q . k as one 8-FMA chain over the
+ * 16-wide pieces (chunk 0 evens, chunk 0 odds, chunk 1 evens, ...), then
+ * reduce_add; a K row is widened once for every query head of the group.
+ * PV: head-outer, a head's 128 outputs in registers over the block (the
+ * block's V rows are in L1), out += p_j * v_j in position order. */
 static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
                       const uint32_t *table, uint32_t n_pos, float scale, float *out,
                       float *scratch) {
     const __m512 vscale = _mm512_set1_ps(scale);
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i lo_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_half = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     float run_max[16], run_sum[16];
+    float qd[16 * 128] __attribute__((aligned(64)));
+    float od[16 * 128] __attribute__((aligned(64)));
     for (uint32_t h = 0; h < g; h++) {
         run_max[h] = -INFINITY;
         run_sum[h] = 0.0f;
+        for (int c = 0; c < 128; c += 32) {
+            __m512 a = _mm512_loadu_ps(q + h * 128 + c), b = _mm512_loadu_ps(q + h * 128 + c + 16);
+            _mm512_store_ps(qd + h * 128 + c, _mm512_permutex2var_ps(a, even, b));
+            _mm512_store_ps(qd + h * 128 + c + 16, _mm512_permutex2var_ps(a, odd, b));
+        }
     }
-    memset(out, 0, (size_t)g * 128 * sizeof(float));
+    memset(od, 0, (size_t)g * 128 * sizeof(float));
     for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
         uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
         size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
         for (uint32_t j = 0; j < nb; j++) {
             const uint16_t *kr = k + (base + j) * 1024;
             __m512 kv[8];
-            for (int d = 0; d < 8; d++) kv[d] = bf16x16_to_f32(kr + 16 * d);
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m512i wv = _mm512_loadu_si512(kr + 32 * c);
+                kv[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+                kv[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+            }
             for (uint32_t h = 0; h < g; h++) {
-                const float *qh = q + (size_t)h * 128;
-                __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), kv[0]);
+                const float *qh = qd + (size_t)h * 128;
+                __m512 acc = _mm512_mul_ps(_mm512_load_ps(qh), kv[0]);
+                #pragma GCC unroll 8
                 for (int d = 1; d < 8; d++)
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * d), kv[d], acc);
+                    acc = _mm512_fmadd_ps(_mm512_load_ps(qh + 16 * d), kv[d], acc);
                 scratch[h * 32 + j] = _mm512_reduce_add_ps(acc);
             }
         }
@@ -213,29 +238,175 @@ static void attention(const float *q, uint32_t g, const uint16_t *k, const uint1
             _mm512_storeu_ps(p, e0);
             _mm512_storeu_ps(p + 16, e1);
             __m512 vc = _mm512_set1_ps(corr);
-            float *oh = out + (size_t)h * 128;
-            for (int d = 0; d < 128; d += 16)
-                _mm512_storeu_ps(oh + d, _mm512_mul_ps(_mm512_loadu_ps(oh + d), vc));
-        }
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *vr = v + (base + j) * 1024;
-            __m512 vv[8];
-            for (int d = 0; d < 8; d++) vv[d] = bf16x16_to_f32(vr + 16 * d);
-            for (uint32_t h = 0; h < g; h++) {
-                __m512 pj = _mm512_set1_ps(scratch[h * 32 + j]);
-                float *oh = out + (size_t)h * 128;
-                for (int d = 0; d < 8; d++)
-                    _mm512_storeu_ps(oh + 16 * d,
-                                     _mm512_fmadd_ps(pj, vv[d], _mm512_loadu_ps(oh + 16 * d)));
+            float *oh = od + (size_t)h * 128;
+            __m512 o[8];
+            #pragma GCC unroll 8
+            for (int d = 0; d < 8; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(oh + 16 * d), vc);
+            for (uint32_t j = 0; j < nb; j++) {
+                const uint16_t *vr = v + (base + j) * 1024;
+                __m512 pj = _mm512_set1_ps(p[j]);
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    __m512i wv = _mm512_loadu_si512(vr + 32 * c);
+                    o[2 * c] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), o[2 * c]);
+                    o[2 * c + 1] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)), o[2 * c + 1]);
+                }
             }
+            #pragma GCC unroll 8
+            for (int d = 0; d < 8; d++) _mm512_store_ps(oh + 16 * d, o[d]);
         }
     }
     for (uint32_t h = 0; h < g; h++) {
         __m512 inv = _mm512_set1_ps(1.0f / run_sum[h]);
-        float *oh = out + (size_t)h * 128;
-        for (int d = 0; d < 128; d += 16)
-            _mm512_storeu_ps(oh + d, _mm512_mul_ps(_mm512_loadu_ps(oh + d), inv));
+        for (int c = 0; c < 128; c += 32) {
+            __m512 e = _mm512_load_ps(od + h * 128 + c), o = _mm512_load_ps(od + h * 128 + c + 16);
+            _mm512_storeu_ps(out + h * 128 + c, _mm512_mul_ps(_mm512_permutex2var_ps(e, lo_half, o), inv));
+            _mm512_storeu_ps(out + h * 128 + c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(e, hi_half, o), inv));
+        }
     }
+}
+
+/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
+ * Blocks are decoded in registers to 2 x 16 FP32 small integers q (Q4_0:
+ * nibble - 8), exact; the packed FP32 activation chunk is put back in
+ * value order (act_f32), so a quantized matmul is plain FP32 FMA work.
+ * Per output, in block order:
+ *   w = d * q (Q4_1: FMA(d, q, m));  acc = FMA(w0, x0, acc); acc = FMA(w1, x1, acc)
+ * then _mm512_reduce_add_ps. Tiles of up to 4 weight rows x 4 activation
+ * rows share decoded blocks and reordered chunks; every output runs the
+ * same sequence whatever its tile. */
+enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
+
+static inline size_t qblock_bytes(int t) {
+    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
+           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
+}
+
+static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
+                                                          __m512 q[2], __m512 *d, __m512 *mn) {
+    __m128i lo, hi; /* elements 0..15 and 16..31 as signed bytes */
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
+        lo = _mm_loadu_si128((const __m128i *)blk->qs);
+        hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
+    } else {
+        const uint8_t *qs;
+        if (t == QT_Q4_0) {
+            const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
+            qs = blk->qs;
+        } else {
+            const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
+            *mn = _mm512_set1_ps(_cvtsh_ss(blk->m));
+            qs = blk->qs;
+        }
+        const __m128i mask = _mm_set1_epi8(15);
+        __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+        lo = _mm_and_si128(raw, mask);
+        hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+        if (t == QT_Q4_0) {
+            lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
+            hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
+        }
+    }
+    q[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    q[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+}
+
+/* Activation chunk b of a packed row as FP32: x[0] = values 0..15, x[1] = 16..31.
+ * The packed chunk is FP32 de-interleaved (evens, then odds; see pack_act):
+ * two permutes put it back in order, exactly. */
+static inline __attribute__((always_inline)) void act_f32(const char *xrow, uint32_t b,
+                                                          __m512 x[2]) {
+    const float *xc = (const float *)xrow + (size_t)32 * b;
+    __m512 e = _mm512_loadu_ps(xc), o = _mm512_loadu_ps(xc + 16);
+    x[0] = _mm512_permutex2var_ps(e, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), o);
+    x[1] = _mm512_permutex2var_ps(e, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), o);
+}
+
+/* R weight rows x C activation rows (compile-time constants at every call
+ * site). Per block, each weight row is decoded and scaled once (w = d * q,
+ * Q4_1: d * q + m, the values the oracle decodes) and each activation chunk
+ * reordered once; then every (row, activation) pair is two FMAs, as in the
+ * BF16 tile. */
+static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
+                                                        uint32_t k, const char *x,
+                                                        size_t x_stride, int R, int C,
+                                                        uint32_t n, uint32_t m0,
+                                                        float *const *y) {
+    __m512 acc[4][4];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++) {
+        __m512 wv[4][2];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512 q[2], d, mn = _mm512_setzero_ps();
+            qdecode(t, w + (size_t)(n + r) * row_bytes, b, q, &d, &mn);
+            if (t == QT_Q4_1) {
+                wv[r][0] = _mm512_fmadd_ps(d, q[0], mn);
+                wv[r][1] = _mm512_fmadd_ps(d, q[1], mn);
+            } else {
+                wv[r][0] = _mm512_mul_ps(d, q[0]);
+                wv[r][1] = _mm512_mul_ps(d, q[1]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m512 xv[2];
+            act_f32(x + (size_t)(m0 + c) * x_stride, b, xv);
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                acc[r][c] = _mm512_fmadd_ps(wv[r][0], xv[0], acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(wv[r][1], xv[1], acc[r][c]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
+                                                           uint32_t n0, uint32_t n1,
+                                                           const void *x, size_t x_stride,
+                                                           uint32_t m, float *const *y) {
+    enum { NB = 64 }; /* weight rows per cache block */
+    const char *xb = x;
+    const uint8_t *wb = w;
+    size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    for (uint32_t nb = n0; nb < n1; nb += NB) {
+        uint32_t ne = nb + NB < n1 ? nb + NB : n1;
+        uint32_t r = 0;
+        for (; r + 4 <= m; r += 4) {
+            uint32_t n = nb;
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, n, r, y);
+        }
+        for (; r < m; r++) {
+            uint32_t n = nb;
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, n, r, y);
+        }
+    }
+}
+
+static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
 }
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
@@ -243,6 +414,9 @@ const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
     .act_bytes = act_bytes,
     .pack_act = pack_act,
     .matmul_bf16 = matmul_bf16,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .matmul_q4_1 = matmul_q4_1,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .silu_mul = silu_mul,

@@ -128,11 +128,164 @@ static void attention(const float *q, uint32_t g, const uint16_t *k, const uint1
     }
 }
 
+/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
+ * Weights stay in their ggml blocks (core/quant.h); activations are the
+ * same FP32 rows the BF16 matmul reads. Per output, in block order:
+ *   s  = 8-lane sums of q_j * x_j over the block's 32 values (lane j % 8)
+ *   acc += d * s                  (+ m * 8-lane sums of x_j for Q4_1)
+ * then the fixed fold. q is the block's small integer (Q4_0: nibble - 8),
+ * exact in FP32, so d * q is the value the oracle decodes; only the order
+ * of the sums differs from the oracle. */
+enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
+
+static inline size_t qblock_bytes(int t) {
+    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
+           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
+}
+
+/* Block b of a row: scale d, minimum m (Q4_1 only) and q[32] as floats. */
+static inline void qblock_decode(int t, const uint8_t *row, uint32_t b, float *d, float *m,
+                                 float *q) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        *d = kipp_fp16_to_f32(blk->d);
+        for (int j = 0; j < 32; j++) q[j] = (float)blk->qs[j];
+    } else if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        *d = kipp_fp16_to_f32(blk->d);
+        for (int j = 0; j < 16; j++) {
+            q[j] = (float)((blk->qs[j] & 15) - 8);
+            q[j + 16] = (float)((blk->qs[j] >> 4) - 8);
+        }
+    } else {
+        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+        *d = kipp_fp16_to_f32(blk->d);
+        *m = kipp_fp16_to_f32(blk->m);
+        for (int j = 0; j < 16; j++) {
+            q[j] = (float)(blk->qs[j] & 15);
+            q[j + 16] = (float)(blk->qs[j] >> 4);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) float dot_q_f32(int t, const uint8_t *row,
+                                                             const float *x, uint32_t k) {
+    v8f acc = {0};
+    for (uint32_t b = 0; b < k / 32; b++) {
+        float d, m = 0.0f, q[32];
+        qblock_decode(t, row, b, &d, &m, q);
+        v8f s = {0}, xs = {0};
+        for (int c = 0; c < 4; c++) {
+            v8f qv, xv;
+            memcpy(&qv, q + 8 * c, sizeof qv);
+            memcpy(&xv, x + 32 * b + 8 * c, sizeof xv);
+            s += qv * xv;
+            if (t == QT_Q4_1) xs += xv;
+        }
+        acc += d * s;
+        if (t == QT_Q4_1) acc += m * xs;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
+                                                           uint32_t n0, uint32_t n1,
+                                                           const void *x, size_t x_stride,
+                                                           uint32_t m, float *const *y) {
+    const char *xb = x;
+    size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    for (uint32_t nb = n0; nb < n1; nb += W_TILE) {
+        uint32_t ne = nb + W_TILE < n1 ? nb + W_TILE : n1;
+        for (uint32_t r = 0; r < m; r++) {
+            const float *xr = (const float *)(xb + r * x_stride);
+            for (uint32_t n = nb; n < ne; n++)
+                y[r][n] = dot_q_f32(t, (const uint8_t *)w + (size_t)n * row_bytes, xr, k);
+        }
+    }
+}
+
+static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
+}
+static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
+}
+
+/* ---- attention over a Q8_0 KV cache ---------------------------------------
+ * The BF16 algorithm above with K and V read as Q8_0 blocks (4 per head):
+ * q . k = sum over blocks of d * (8-lane sums of q_i * k_i), and
+ * out += p * d * k_i. Every tier uses this one (the cache format is opt-in;
+ * the matmuls dominate decode at the contexts it is meant for). */
+static inline float dot128_q8(const float *q, const kipp_block_q8_0 *k) {
+    v8f acc = {0};
+    for (int b = 0; b < 4; b++) {
+        v8f s = {0};
+        for (int c = 0; c < 4; c++) {
+            v8f qv, kv;
+            memcpy(&qv, q + 32 * b + 8 * c, sizeof qv);
+            for (int j = 0; j < 8; j++) kv[j] = (float)k[b].qs[8 * c + j];
+            s += qv * kv;
+        }
+        acc += kipp_fp16_to_f32(k[b].d) * s;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void kipp_cpu_attention_q8_0(const float *q, uint32_t g, const kipp_block_q8_0 *k,
+                             const kipp_block_q8_0 *v, const uint32_t *table, uint32_t n_pos,
+                             float scale, float *out, float *scratch) {
+    enum { ROW = KIPP_KV_HEADS * 4 }; /* blocks per cached position */
+    for (uint32_t h = 0; h < g; h++) {
+        const float *qh = q + (size_t)h * 128;
+        float *oh = out + (size_t)h * 128;
+        float *p = scratch;
+        float run_max = -INFINITY, run_sum = 0.0f;
+        memset(oh, 0, 128 * sizeof(float));
+        for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
+            uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
+            size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
+            float bmax = -INFINITY;
+            for (uint32_t j = 0; j < nb; j++) {
+                p[j] = dot128_q8(qh, k + (base + j) * ROW) * scale;
+                if (p[j] > bmax) bmax = p[j];
+            }
+            float new_max = bmax > run_max ? bmax : run_max;
+            float corr = expf(run_max - new_max); /* 0 on the first block */
+            float bsum = 0.0f;
+            for (uint32_t j = 0; j < nb; j++) {
+                p[j] = expf(p[j] - new_max);
+                bsum += p[j];
+            }
+            run_sum = run_sum * corr + bsum;
+            for (int d = 0; d < 128; d++) oh[d] *= corr;
+            for (uint32_t j = 0; j < nb; j++) {
+                const kipp_block_q8_0 *vr = v + (base + j) * ROW;
+                for (int b = 0; b < 4; b++) {
+                    float pd = p[j] * kipp_fp16_to_f32(vr[b].d);
+                    for (int i = 0; i < 32; i++) oh[32 * b + i] += pd * (float)vr[b].qs[i];
+                }
+            }
+            run_max = new_max;
+        }
+        float inv = 1.0f / run_sum;
+        for (int d = 0; d < 128; d++) oh[d] *= inv;
+    }
+}
+
 const kipp_cpu_kernels kipp_cpu_kernels_generic = {
     .name = "generic",
     .act_bytes = act_bytes,
     .pack_act = pack_act,
     .matmul_bf16 = matmul_bf16,
+    .matmul_q8_0 = matmul_q8_0,
+    .matmul_q4_0 = matmul_q4_0,
+    .matmul_q4_1 = matmul_q4_1,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .silu_mul = silu_mul,

@@ -55,7 +55,9 @@ static void work(kipp_pool *p, uint32_t job, int tid) {
         uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
         if ((uint32_t)(c >> 32) != job) return;
         uint32_t u = (uint32_t)c;
-        uint32_t n = atomic_load_explicit(&p->n_units, memory_order_relaxed);
+        /* acquire: a worker that sees the next job's n_units also sees the
+         * caller's invalidated claim, so its CAS below fails. */
+        uint32_t n = atomic_load_explicit(&p->n_units, memory_order_acquire);
         if (u >= n) return; /* n may be stale only if the CAS below would fail */
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
@@ -146,9 +148,15 @@ void kipp_pool_run(kipp_pool *p, kipp_pool_fn fn, void *ctx, uint32_t n_units) {
     }
     uint32_t job = ++p->job;
     if (job == 0) job = ++p->job; /* 0 is "never published" */
+    /* Retire the previous job's claim word before n_units changes: a late
+     * worker holding the old word (old job, unit = old n_units) and then
+     * reading the new, larger n_units would otherwise win its CAS, run a
+     * phantom unit and add to the new job's `done` -- done could then pass
+     * n_units and this caller spin forever (seen as a rare test hang). */
+    atomic_store_explicit(&p->claim, UINT64_MAX, memory_order_relaxed);
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n_units, n_units, memory_order_relaxed);
+    atomic_store_explicit(&p->n_units, n_units, memory_order_release);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->claim, (uint64_t)job << 32, memory_order_release);
     pthread_mutex_lock(&p->mutex);

@@ -2,8 +2,9 @@
  *
  * One readable forward pass, forward_token(), serves prefill and decode:
  * prefill is that function called once per prompt position. Each call
- * appends one position's K/V to the paged BF16 cache and attends over the
- * cache, reading even the current position back from it, so cached decode
+ * appends one position's K/V to the paged cache (BF16, or Q8_0 when the
+ * session asked for it) and attends over the cache, reading even the
+ * current position back from it, so cached decode
  * and from-scratch recomputation run exactly the same arithmetic and agree
  * bitwise. Single-threaded, FP32 activations and accumulation.
  *
@@ -193,34 +194,30 @@ static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
             rope_head(kh, s->rope_cos, s->rope_sin);
         }
 
-        /* Store this position's K and V in the paged cache, rounded to BF16
-         * (round-to-nearest-even). Attention below reads them back from the
-         * cache like every earlier position. */
-        uint16_t *k_row = kv->k + kipp_kv_row_offset(kv, l, pos);
-        uint16_t *v_row = kv->v + kipp_kv_row_offset(kv, l, pos);
-        for (size_t i = 0; i < KIPP_KV_ROW; i++) {
-            k_row[i] = kipp_f32_to_bf16(s->k[i]);
-            v_row[i] = kipp_f32_to_bf16(s->v[i]);
-        }
+        /* Store this position's K and V in the paged cache in its format
+         * (BF16, or Q8_0 blocks along head_dim). Attention below reads them
+         * back from the cache like every earlier position, decoded to FP32
+         * one head at a time. */
+        kipp_kv_store(kv, l, pos, s->k, s->v);
 
         /* Causal grouped-query attention: query head h reads KV head
          * h / group over positions 0..pos. */
+        float head[KIPP_HEAD_DIM]; /* (128,) one cached K or V head as FP32 */
         for (uint32_t h = 0; h < c->heads; h++) {
             const float *qh = s->q + (size_t)h * KIPP_HEAD_DIM;
-            size_t kv_off = (size_t)(h / group) * KIPP_HEAD_DIM;
+            uint32_t g = h / group;
             for (uint32_t t = 0; t <= pos; t++) {
-                const uint16_t *kt = kv->k + kipp_kv_row_offset(kv, l, t) + kv_off;
+                kipp_kv_load_head(kv, 0, l, t, g, head);
                 float dot = 0.0f;
-                for (int i = 0; i < KIPP_HEAD_DIM; i++) dot += qh[i] * kipp_bf16_to_f32(kt[i]);
+                for (int i = 0; i < KIPP_HEAD_DIM; i++) dot += qh[i] * head[i];
                 s->scores[t] = dot * scale;
             }
             kipp_ref_softmax(s->scores, (size_t)pos + 1);
             float *out = s->attn + (size_t)h * KIPP_HEAD_DIM;
             memset(out, 0, KIPP_HEAD_DIM * sizeof(float));
             for (uint32_t t = 0; t <= pos; t++) {
-                const uint16_t *vt = kv->v + kipp_kv_row_offset(kv, l, t) + kv_off;
-                for (int i = 0; i < KIPP_HEAD_DIM; i++)
-                    out[i] += s->scores[t] * kipp_bf16_to_f32(vt[i]);
+                kipp_kv_load_head(kv, 1, l, t, g, head);
+                for (int i = 0; i < KIPP_HEAD_DIM; i++) out[i] += s->scores[t] * head[i];
             }
         }
 
@@ -270,4 +267,5 @@ const kipp_backend_ops kipp_backend_ref = {
     .session_create = ref_session_create,
     .session_destroy = ref_session_destroy,
     .eval = ref_eval,
+    .kv_q8_0 = true,
 };

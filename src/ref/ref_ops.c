@@ -69,6 +69,22 @@ float kipp_ref_row_dot(const kipp_tensor *w, uint64_t r, const float *x) {
         for (uint64_t j = 0; j < w->cols; j++) acc += kipp_bf16_to_f32(h[j]) * x[j];
         return acc;
     }
+    /* Block types: decode one 32-weight block (the same values weight_at
+     * gives), then accumulate in index order as every other type does. */
+    if (w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_1) {
+        float blk[KIPP_QBLOCK];
+        for (uint64_t b = 0; b < w->cols / KIPP_QBLOCK; b++) {
+            if (w->type == GGML_TYPE_Q8_0)
+                kipp_dequantize_q8_0((const kipp_block_q8_0 *)row + b, KIPP_QBLOCK, blk);
+            else if (w->type == GGML_TYPE_Q4_0)
+                kipp_dequantize_q4_0((const kipp_block_q4_0 *)row + b, KIPP_QBLOCK, blk);
+            else
+                kipp_dequantize_q4_1((const kipp_block_q4_1 *)row + b, KIPP_QBLOCK, blk);
+            const float *xb = x + b * KIPP_QBLOCK;
+            for (int j = 0; j < KIPP_QBLOCK; j++) acc += blk[j] * xb[j];
+        }
+        return acc;
+    }
     for (uint64_t j = 0; j < w->cols; j++) acc += weight_at(w->type, row, j) * x[j];
     return acc;
 }

@@ -1,0 +1,97 @@
+#!/bin/sh
+# `kipp ppl` against independent computations on synthetic-tiny.
+#
+# Stream: 64 tokens sampled from the model itself (temperature 1, fixed seed),
+# written with mixed separators; --ctx 30 gives windows of 30, 30 and 4.
+#  (a) kipp ppl equals numpy's float64 log-softmax over `kipp generate
+#      --all-logits` rows of the same windows (checks windowing, targets,
+#      averaging): |log ppl difference| <= 1e-9.
+#  (b) kipp ppl (FP32 oracle) vs the FP64 numpy reference with BF16-rounded
+#      K/V (tools/reference, reading the HF checkpoint): |mean nll difference|
+#      <= 1e-3 (measured 5.6e-7 on 2026-11-30).
+#  (c) --kv-quant q8_0: |log(ppl_q8 / ppl_bf16)| <= 0.06 (measured 0.017).
+# The perplexity itself is huge (~2e8): windows 2 and 3 start inside long
+# runs of one repeated token, which a random-weight model finds unlikely
+# without the earlier context (one 84-token window gives ppl 2.74).
+#  (d) --text-file gives exactly the perplexity of the same text's ids given
+#      through --tokens-file.
+#  (e) bad input is rejected with a non-zero exit.
+set -u
+BUILD=${BUILD:-build}
+KIPP=${KIPP:-$BUILD/kipp}
+PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
+M=$BUILD/models/synthetic-tiny.gguf
+DIR=$BUILD/models/synthetic-tiny
+if [ ! -f "$M" ] || [ ! -f "$DIR/config.json" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+if ! $PY -c 'import numpy' 2>/dev/null; then echo "numpy for /usr/bin/python3 is missing"; exit 77; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail=0
+CTX=30
+
+ids=$("$KIPP" generate -m "$M" --tokens 9707,11 -n 62 --temperature 1 --seed 7 --print-ids 2>/dev/null)
+echo "9707,11,$ids" | tr ',' '\n' | awk '{ printf "%s%s", $1, (NR % 7 == 0 ? "\n" : (NR % 3 ? " " : ",")) }' > "$tmp/toks.txt"
+n=$(tr -s ' ,\n' '\n\n\n' < "$tmp/toks.txt" | grep -c .)
+if [ "$n" != 64 ]; then echo "FAIL: stream has $n tokens, expected 64"; exit 1; fi
+
+"$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --json > "$tmp/k.json" || { echo "FAIL: kipp ppl"; exit 1; }
+echo "kipp ppl:       $(cat "$tmp/k.json")"
+
+# (a) numpy over --all-logits rows of the same windows.
+i=0
+$PY tests/scripts/ppl_check.py windows "$tmp/toks.txt" $CTX > "$tmp/windows.txt"
+while read -r w; do
+    "$KIPP" generate -m "$M" --tokens "$w" -n 0 --all-logits "$tmp/w$i.f32" >/dev/null 2>&1 || { echo "FAIL: generate window $i"; fail=1; }
+    i=$((i + 1))
+done < "$tmp/windows.txt"
+$PY tests/scripts/ppl_check.py rows "$tmp/toks.txt" $CTX "$tmp" > "$tmp/rows.json" || fail=1
+echo "numpy on rows:  $(cat "$tmp/rows.json")"
+
+# (b) FP64 reference.
+$PY tests/scripts/ppl_check.py ref "$DIR" "$tmp/toks.txt" $CTX > "$tmp/ref.json" || fail=1
+echo "FP64 reference: $(cat "$tmp/ref.json")"
+
+# (c) Q8_0 KV.
+"$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --kv-quant q8_0 --json > "$tmp/q.json" || fail=1
+echo "kipp q8_0 KV:   $(cat "$tmp/q.json")"
+
+$PY - "$tmp" <<'PY' || fail=1
+import json, math, sys
+d = sys.argv[1]
+k, rows, ref, q = (json.load(open(f"{d}/{n}.json")) for n in ("k", "rows", "ref", "q"))
+ok = True
+def check(cond, msg):
+    global ok
+    print(("ok:   " if cond else "FAIL: ") + msg)
+    ok &= cond
+check(k["tokens_scored"] == 29 + 29 + 3 == rows["tokens_scored"] == ref["tokens_scored"],
+      f"scored tokens {k['tokens_scored']} (windows 30, 30, 4 score 29 + 29 + 3)")
+check(k["windows"] == 3, f"windows {k['windows']}")
+da = abs(k["nll_mean"] - rows["nll_mean"])
+check(da <= 1e-9, f"(a) mean nll vs numpy on the same rows: |diff| {da:.3g} <= 1e-9")
+db = abs(k["nll_mean"] - ref["nll_mean"])
+check(db <= 1e-3, f"(b) mean nll vs FP64 reference: |diff| {db:.3g} <= 1e-3")
+dc = abs(math.log(q["ppl"] / k["ppl"]))
+check(0 < dc <= 0.06, f"(c) q8_0 KV ppl {q['ppl']:.6g} vs bf16 KV {k['ppl']:.6g}: |log ratio| {dc:.3g} in (0, 0.06]")
+check(math.isfinite(k["ppl"]) and k["ppl"] > 1.0, f"ppl {k['ppl']:.6g} is finite and > 1")
+sys.exit(0 if ok else 1)
+PY
+
+# (d) text path.
+printf 'Kipp measures perplexity over text: the quick brown fox, 12345, ünïcödé.\n' > "$tmp/text.txt"
+"$KIPP" tokenize -m "$M" --file "$tmp/text.txt" > "$tmp/text_ids.txt" || fail=1
+a=$("$KIPP" ppl -m "$M" --text-file "$tmp/text.txt" --json | sed 's/"tokens_scored".*//')
+b=$("$KIPP" ppl -m "$M" --tokens-file "$tmp/text_ids.txt" --json | sed 's/"tokens_scored".*//')
+if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "ok:   (d) --text-file = --tokens-file: $a"
+else echo "FAIL: (d) --text-file '$a' vs --tokens-file '$b'"; fail=1; fi
+
+# (e) errors.
+echo "1 2 x" > "$tmp/bad.txt"; echo "5" > "$tmp/one.txt"
+for args in "--tokens-file $tmp/bad.txt" "--tokens-file $tmp/one.txt" "--tokens-file $tmp/toks.txt --ctx 999999" \
+            "--tokens-file $tmp/nope.txt" "--tokens-file $tmp/toks.txt --kv-quant q4" "--tokens-file $tmp/toks.txt --ctx 1"; do
+    # shellcheck disable=SC2086
+    if "$KIPP" ppl -m "$M" $args >/dev/null 2>"$tmp/err"; then echo "FAIL: (e) accepted: $args"; fail=1
+    else echo "ok:   (e) rejected $args: $(head -n 1 "$tmp/err")"; fi
+done
+exit $fail

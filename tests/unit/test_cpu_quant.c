@@ -1,0 +1,271 @@
+/* The cpu backend on quantized artifacts and on the Q8_0 KV cache (issue
+ * 6), for every kernel tier this processor runs (forced with KIPP_CPU_ISA).
+ * The same gates as test_cpu_backend.c, per variant:
+ *
+ *  Against the oracle (`ref`, same file, same KV format): identical argmax
+ *  and NMSE <= 1e-4 at every prefill position of a multi-block prompt and
+ *  at every greedy decode position.
+ *  Batch invariance, BITWISE: one-call prefill == ragged chunks == one token
+ *  at a time on 1 thread; a session alone == the same session batched with
+ *  another of a different length (prefill and decode); a scrambled block
+ *  table == the identity table.
+ *
+ * Variants (fixtures from `make fixtures`): synthetic-tiny.q8_0 and
+ * .scale4_gs32 (Q4_0) with the BF16 cache, .affine4_gs32 (Q4_1) with the
+ * Q8_0 cache (the cache format does not touch the matmuls, so one variant
+ * covers it); synthetic-0.6b's quantized files too with KIPP_TEST_FULL=1
+ * (fixtures synthetic-0.6b.SCHEME.gguf, `make build/models/synthetic-0.6b.q8_0.gguf`). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/session_internal.h"
+#include "kipp.h"
+#include "test_util.h"
+
+#define V KIPP_VOCAB_SIZE
+#define NMSE_BOUND 1e-4
+
+enum { L = 40, DECODE = 3, T = L + DECODE, CAP = 64, COMP = 13 };
+
+static uint64_t rng_state;
+static int32_t rand_token(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (int32_t)(rng_state % 151000);
+}
+
+static kipp_model *open_model(const char *path, kipp_backend_kind kind, const char *isa,
+                              int threads) {
+    if (isa) setenv("KIPP_CPU_ISA", isa, 1);
+    kipp_model_options o = {.backend = kind, .threads = threads};
+    kipp_model *m = NULL;
+    kipp_error err = {0};
+    if (kipp_model_open(path, &o, &m, &err)) {
+        fprintf(stderr, "open %s (%s, %s): %s\n", path, kipp_backend_name(kind), isa ? isa : "-",
+                err.message);
+        return NULL;
+    }
+    return m;
+}
+
+static kipp_session *new_session(kipp_model *m, kipp_kv_quant kvq) {
+    kipp_session_options so = {.capacity = CAP, .kv_quant = kvq};
+    kipp_session *s = NULL;
+    kipp_error err = {0};
+    if (kipp_session_create(m, &so, &s, &err)) {
+        fprintf(stderr, "session: %s\n", err.message);
+        CHECK(0);
+    }
+    return s;
+}
+
+/* tokens[0..n) in the given chunk sizes (0-terminated; NULL = one call),
+ * logits for every position into out[n][V]. */
+static void feed(kipp_model *m, kipp_session *s, const int32_t *tokens, uint32_t n,
+                 const uint32_t *chunks, float *out) {
+    uint32_t done = 0, ci = 0;
+    while (done < n) {
+        uint32_t len = chunks && chunks[ci] ? chunks[ci++] : n - done;
+        if (len > n - done) len = n - done;
+        kipp_eval_item it = {s, tokens + done, len, len, out + (size_t)done * V};
+        kipp_error err = {0};
+        if (kipp_eval(m, &it, 1, &err)) {
+            fprintf(stderr, "eval: %s\n", err.message);
+            CHECK(0);
+            return;
+        }
+        done += len;
+    }
+}
+
+static size_t argmax(const float *x) {
+    size_t b = 0;
+    for (size_t i = 1; i < V; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static double worst_nmse;
+
+static void vs_ref(const char *what, const char *label, const float *cpu, const float *ref,
+                   uint32_t rows) {
+    int bad_arg = 0, bad_nmse = 0;
+    double worst = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
+        double num = 0, den = 0;
+        for (size_t i = 0; i < V; i++) {
+            double d = (double)a[i] - b[i];
+            num += d * d;
+            den += (double)b[i] * b[i];
+        }
+        double e = den > 0 ? num / den : num;
+        worst = e > worst ? e : worst;
+        bad_nmse += !(e <= NMSE_BOUND);
+        bad_arg += argmax(a) != argmax(b);
+    }
+    if (worst > worst_nmse) worst_nmse = worst;
+    fprintf(stderr, "  %-34s %-14s rows %2u  worst NMSE %.2e  argmax mismatches %d\n", label, what,
+            rows, worst, bad_arg);
+    CHECKF(bad_arg == 0 && bad_nmse == 0, "%s %s: %d argmax mismatches, %d rows over NMSE %g",
+           label, what, bad_arg, bad_nmse, NMSE_BOUND);
+}
+
+static void same_bits(const char *what, const char *label, const float *a, const float *b,
+                      uint32_t rows) {
+    uint32_t first_bad = rows;
+    for (uint32_t r = 0; r < rows && first_bad == rows; r++)
+        if (memcmp(a + (size_t)r * V, b + (size_t)r * V, V * sizeof(float)) != 0) first_bad = r;
+    CHECKF(first_bad == rows, "%s %s: logits differ (first at row %u of %u)", label, what,
+           first_bad, rows);
+}
+
+static float *rows_buf(uint32_t rows) {
+    float *p = malloc((size_t)rows * V * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void run_variant(const char *file, kipp_kv_quant kvq) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", test_build_dir(), file);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fixture %s missing (make fixtures)\n", path);
+        CHECK(0);
+        return;
+    }
+    fclose(f);
+    const char *kvname = kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16";
+    rng_state = 0x9a5e0000ull + (uint64_t)kvq;
+    int32_t prompt[T], comp[COMP + DECODE];
+    for (uint32_t i = 0; i < L; i++) prompt[i] = rand_token();
+    for (uint32_t i = 0; i < COMP + DECODE; i++) comp[i] = rand_token();
+
+    /* Oracle: prompt, then greedy decode on its own argmax. */
+    double t0 = kipp_now_seconds();
+    float *ref = rows_buf(T);
+    kipp_model *rm = open_model(path, KIPP_BACKEND_REF, NULL, 1);
+    CHECK(rm != NULL);
+    if (!rm) {
+        free(ref);
+        return;
+    }
+    kipp_session *rs = new_session(rm, kvq);
+    feed(rm, rs, prompt, L, NULL, ref);
+    for (uint32_t d = 0; d < DECODE; d++) {
+        prompt[L + d] = (int32_t)argmax(ref + (size_t)(L + d - 1) * V);
+        feed(rm, rs, prompt + L + d, 1, NULL, ref + (size_t)(L + d) * V);
+    }
+    kipp_session_destroy(rs);
+    kipp_model_close(rm);
+    fprintf(stderr, "%s, %s KV: ref %.1f s\n", file, kvname, kipp_now_seconds() - t0);
+
+    float *a = rows_buf(T), *b = rows_buf(T), *c = rows_buf(COMP + DECODE);
+    const char *tiers[] = {"generic", "avx2", "avx512"};
+    for (int t = 0; t < 3; t++) {
+        char label[96];
+        snprintf(label, sizeof label, "%s/%s-kv/%s", file, kvname, tiers[t]);
+        kipp_model *m2 = open_model(path, KIPP_BACKEND_CPU, tiers[t], 2);
+        if (!m2) {
+            fprintf(stderr, "  %s: tier not available here\n", tiers[t]);
+            continue;
+        }
+        /* One-call prefill + decode on the oracle's tokens, against ref. */
+        kipp_session *s = new_session(m2, kvq);
+        feed(m2, s, prompt, L, NULL, a);
+        for (uint32_t d = 0; d < DECODE; d++)
+            feed(m2, s, prompt + L + d, 1, NULL, a + (size_t)(L + d) * V);
+        vs_ref("prefill", label, a, ref, L);
+        vs_ref("decode", label, a + (size_t)L * V, ref + (size_t)L * V, DECODE);
+        kipp_session_destroy(s);
+
+        /* Ragged chunks crossing the 32-position block mid-chunk. */
+        static const uint32_t ragged[] = {3, 17, 1, 14, 2, 0};
+        s = new_session(m2, kvq);
+        feed(m2, s, prompt, T, ragged, b);
+        same_bits("ragged chunks", label, a, b, T);
+        kipp_session_destroy(s);
+
+        /* Scrambled block table (2 blocks: swapped). */
+        s = new_session(m2, kvq);
+        kipp_error err = {0};
+        uint32_t table[2] = {1, 0};
+        CHECK(kipp_session_block_count(s) == 2);
+        CHECK(kipp_session_set_block_table(s, table, 2, &err) == KIPP_OK);
+        feed(m2, s, prompt, T, NULL, b);
+        same_bits("scrambled block table", label, a, b, T);
+        kipp_session_destroy(s);
+
+        /* Batched beside a session of another length, prefill and decode. */
+        kipp_session *s0 = new_session(m2, kvq), *s1 = new_session(m2, kvq);
+        kipp_eval_item items[2] = {{s1, comp, COMP, COMP, c}, {s0, prompt, L, L, b}};
+        CHECK(kipp_eval(m2, items, 2, &err) == KIPP_OK);
+        for (uint32_t d = 0; d < DECODE; d++) {
+            kipp_eval_item step[2] = {{s0, prompt + L + d, 1, 1, b + (size_t)(L + d) * V},
+                                      {s1, comp + COMP + d, 1, 1, c + (size_t)(COMP + d) * V}};
+            CHECK(kipp_eval(m2, step, 2, &err) == KIPP_OK);
+        }
+        same_bits("batched", label, a, b, T);
+        kipp_session_destroy(s0);
+        kipp_session_destroy(s1);
+        kipp_model_close(m2);
+
+        /* One thread, one token at a time (SIMD tiers; the portable tier's
+         * kernels are plain loops and the slowest, so it skips this one). */
+        kipp_model *m1 = t ? open_model(path, KIPP_BACKEND_CPU, tiers[t], 1) : NULL;
+        CHECK(t == 0 || m1 != NULL);
+        if (m1) {
+            uint32_t ones[T + 1] = {0};
+            for (uint32_t i = 0; i < T; i++) ones[i] = 1;
+            s = new_session(m1, kvq);
+            feed(m1, s, prompt, T, ones, b);
+            same_bits("1 thread, token by token", label, a, b, T);
+            kipp_session_destroy(s);
+            kipp_model_close(m1);
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+/* Under ThreadSanitizer (5-15x slower) one variant only. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+int main(void) {
+    if (UNDER_TSAN) {
+        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0);
+        return test_finish("test_cpu_quant (thread-sanitizer plan)");
+    }
+    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16);
+    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0);
+    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16);
+    const char *full = getenv("KIPP_TEST_FULL");
+    if (full && strcmp(full, "1") == 0) {
+        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16);
+        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0);
+        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16);
+        run_variant("synthetic-0.6b", KIPP_KV_Q8_0);
+    } else {
+        fprintf(stderr, "synthetic-0.6b variants: only with KIPP_TEST_FULL=1\n");
+    }
+    fprintf(stderr, "worst NMSE vs ref: %.2e (bound %g)\n", worst_nmse, NMSE_BOUND);
+    return test_finish("test_cpu_quant");
+}
