@@ -2,7 +2,7 @@
 # runs every test; see README.md for the other targets.
 #
 # Layout: src/core, src/convert, src/ref, src/cpu form the engine library
-# (linked as objects, not an archive, so weak references resolve)
+# (linked as objects, not an archive, so every module is always present)
 # (libc, libm, pthreads only); src/cli is the `kipp` binary. Files are found by
 # wildcard, so adding a .c file needs no Makefile change. Per-ISA kernel files
 # get their ISA flags here and nowhere else; the oracle (src/ref) never gets

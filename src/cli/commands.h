@@ -4,9 +4,7 @@
 #ifndef KIPP_CLI_COMMANDS_H
 #define KIPP_CLI_COMMANDS_H
 
-/* Declared weak so a subcommand that is not built yet reports so at run
- * time instead of breaking the link. */
-#define KIPP_COMMAND(name) __attribute__((weak)) int name(int argc, char **argv)
+#define KIPP_COMMAND(name) int name(int argc, char **argv)
 
 KIPP_COMMAND(cmd_synth);
 KIPP_COMMAND(cmd_convert);

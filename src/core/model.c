@@ -5,8 +5,9 @@
 #include "core/common.h"
 #include "core/model_internal.h"
 
-/* Backends are linked as plain objects; weak references let a build without
- * one backend say so at run time. */
+/* Weak references: the fuzz targets link src/core alone (no backends), and
+ * a build without a backend then says so at run time instead of failing to
+ * link. The kipp binary and the tests always link every backend. */
 extern const kipp_backend_ops kipp_backend_ref __attribute__((weak));
 extern const kipp_backend_ops kipp_backend_cpu __attribute__((weak));
 
