@@ -13,7 +13,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 "$KIPP" generate --help >"$T/help" || bad "--help exit status"
-grep -q "default: ref" "$T/help" || bad "--help does not name the default backend"
+grep -q "default: cpu" "$T/help" || bad "--help does not name the default backend"
 "$KIPP" generate --tokens 1,2 2>"$T/e" && bad "missing -m accepted"
 grep -q -- "-m FILE is required" "$T/e" || bad "missing -m message"
 "$KIPP" generate -m "$M" 2>/dev/null && bad "missing prompt accepted"
