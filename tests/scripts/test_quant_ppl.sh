@@ -30,7 +30,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 fail=0
 CTX=30
 
-ids=$("$KIPP" generate -m "$M" --tokens 9707,11 -n 62 --temperature 1 --seed 7 --print-ids 2>/dev/null)
+ids=$("$KIPP" generate --backend ref -m "$M" --tokens 9707,11 -n 62 --temperature 1 --seed 7 --print-ids 2>/dev/null)
 echo "9707,11,$ids" | tr ',' '\n' | awk '{ printf "%s%s", $1, (NR % 7 == 0 ? "\n" : (NR % 3 ? " " : ",")) }' > "$tmp/toks.txt"
 n=$(tr -s ' ,\n' '\n\n\n' < "$tmp/toks.txt" | grep -c .)
 if [ "$n" != 64 ]; then echo "FAIL: stream has $n tokens, expected 64"; exit 1; fi
@@ -42,7 +42,7 @@ echo "kipp ppl:       $(cat "$tmp/k.json")"
 i=0
 $PY tests/scripts/ppl_check.py windows "$tmp/toks.txt" $CTX > "$tmp/windows.txt"
 while read -r w; do
-    "$KIPP" generate -m "$M" --tokens "$w" -n 0 --all-logits "$tmp/w$i.f32" >/dev/null 2>&1 || { echo "FAIL: generate window $i"; fail=1; }
+    "$KIPP" generate --backend ref -m "$M" --tokens "$w" -n 0 --all-logits "$tmp/w$i.f32" >/dev/null 2>&1 || { echo "FAIL: generate window $i"; fail=1; }
     i=$((i + 1))
 done < "$tmp/windows.txt"
 $PY tests/scripts/ppl_check.py rows "$tmp/toks.txt" $CTX "$tmp" > "$tmp/rows.json" || fail=1
