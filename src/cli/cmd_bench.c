@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/cli_args.h"
 #include "kipp.h"
 
 static void usage(FILE *out) {
@@ -101,14 +102,7 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             path = v, i++;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu"))
-                backend = KIPP_BACKEND_CPU;
-            else if (!strcmp(v, "ref"))
-                backend = KIPP_BACKEND_REF;
-            else {
-                fprintf(stderr, "kipp bench: unknown backend '%s' (cpu or ref)\n", v);
-                return 2;
-            }
+            if (!cli_parse_backend("bench", v, &backend)) return 2;
             i++;
         } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
             if (parse_int(v, 1, 1024, &threads)) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/cli_args.h"
 #include "kipp.h"
 
 #define CHUNK 64 /* prompt positions per eval call */
@@ -246,12 +247,7 @@ int cmd_chat(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = val;
         else if (!strcmp(a, "--system")) system_msg = val;
         else if (!strcmp(a, "--backend")) {
-            if (!strcmp(val, "ref")) mo.backend = KIPP_BACKEND_REF;
-            else if (!strcmp(val, "cpu")) mo.backend = KIPP_BACKEND_CPU;
-            else {
-                fprintf(stderr, "kipp chat: unknown backend '%s' (ref, cpu)\n", val);
-                return 2;
-            }
+            if (!cli_parse_backend("chat", val, &mo.backend)) return 2;
         } else if (!strcmp(a, "--threads")) {
             rc = parse_l(a, val, 0, 1024, &v);
             mo.threads = (int)v;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/cli_args.h"
 #include "kipp.h"
 
 #define PROMPT_CHUNK 64 /* prompt positions per eval call */
@@ -152,20 +153,9 @@ static int parse_args(int argc, char **argv, options *o) {
             rc = parse_long(a, v, 0, 1L << 30, &o->n_gen);
         else if (!strcmp(a, "--capacity")) rc = parse_long(a, v, 1, 1L << 30, &o->capacity);
         else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "ref")) o->backend = KIPP_BACKEND_REF;
-            else if (!strcmp(v, "cpu")) o->backend = KIPP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) o->backend = KIPP_BACKEND_CUDA;
-            else {
-                fprintf(stderr, "kipp generate: unknown backend '%s' (ref, cpu)\n", v);
-                return 1;
-            }
+            if (!cli_parse_backend("generate", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
-            if (!strcmp(v, "bf16")) o->kv_quant = KIPP_KV_BF16;
-            else if (!strcmp(v, "q8_0")) o->kv_quant = KIPP_KV_Q8_0;
-            else {
-                fprintf(stderr, "kipp generate: unknown --kv-quant '%s' (bf16, q8_0)\n", v);
-                return 1;
-            }
+            if (!cli_parse_kv_quant("generate", v, &o->kv_quant)) return 1;
         } else if (!strcmp(a, "--temperature")) rc = parse_float(a, v, &s->temperature);
         else if (!strcmp(a, "--top-k")) {
             rc = parse_long(a, v, 0, KIPP_VOCAB_SIZE, &l);

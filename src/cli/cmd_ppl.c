@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/cli_args.h"
 #include "kipp.h"
 
 #define CHUNK 64 /* positions per eval call: logits rows held at once */
@@ -83,20 +84,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--max-tokens")) rc = parse_long(a, v, 2, 1L << 40, &o->max_tokens);
         else if (!strcmp(a, "--threads")) rc = parse_long(a, v, 0, 4096, &o->threads);
         else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "ref")) o->backend = KIPP_BACKEND_REF;
-            else if (!strcmp(v, "cpu")) o->backend = KIPP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) o->backend = KIPP_BACKEND_CUDA;
-            else {
-                fprintf(stderr, "kipp ppl: unknown backend '%s' (ref, cpu)\n", v);
-                return 1;
-            }
+            if (!cli_parse_backend("ppl", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
-            if (!strcmp(v, "bf16")) o->kv_quant = KIPP_KV_BF16;
-            else if (!strcmp(v, "q8_0")) o->kv_quant = KIPP_KV_Q8_0;
-            else {
-                fprintf(stderr, "kipp ppl: unknown --kv-quant '%s' (bf16, q8_0)\n", v);
-                return 1;
-            }
+            if (!cli_parse_kv_quant("ppl", v, &o->kv_quant)) return 1;
         } else {
             fprintf(stderr, "kipp ppl: unknown option '%s' (see --help)\n", a);
             return 1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/cli_args.h"
 #include "kipp.h"
 #include "server/loop.h"
 
@@ -75,12 +76,7 @@ int cmd_serve(int argc, char **argv) {
             rc = parse_num(a, val, 0, 65535, &v);
             cfg.port = (int)v;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(val, "ref")) mo.backend = KIPP_BACKEND_REF;
-            else if (!strcmp(val, "cpu")) mo.backend = KIPP_BACKEND_CPU;
-            else {
-                fprintf(stderr, "kipp serve: unknown backend '%s' (ref, cpu)\n", val);
-                return 2;
-            }
+            if (!cli_parse_backend("serve", val, &mo.backend)) return 2;
         } else if (!strcmp(a, "--threads")) {
             rc = parse_num(a, val, 0, 1024, &v);
             mo.threads = (int)v;
@@ -90,12 +86,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx")) rc = parse_num(a, val, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--kv-budget")) rc = parse_num(a, val, 2, 1LL << 40, &budget);
         else if (!strcmp(a, "--kv-quant")) {
-            if (!strcmp(val, "bf16")) cfg.kv_quant = KIPP_KV_BF16;
-            else if (!strcmp(val, "q8_0")) cfg.kv_quant = KIPP_KV_Q8_0;
-            else {
-                fprintf(stderr, "kipp serve: unknown --kv-quant '%s' (bf16, q8_0)\n", val);
-                return 2;
-            }
+            if (!cli_parse_kv_quant("serve", val, &cfg.kv_quant)) return 2;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_num(a, val, 1024, 1LL << 30, &v);
             cfg.max_body_bytes = (size_t)v;

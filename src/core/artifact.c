@@ -564,3 +564,53 @@ void kipp_artifact_close(kipp_artifact *a) {
     if (a->owns_map && a->map) munmap((void *)a->map, a->map_size);
     memset(a, 0, sizeof *a);
 }
+
+static int check_one(const kipp_tensor *t, const char *name, int layer, uint64_t rows,
+                     uint64_t cols, bool vector, const char *backend,
+                     kipp_weight_type_ok type_ok, uint64_t k_align, kipp_error *err) {
+    if (!t->data || t->rows != rows || t->cols != cols)
+        return kipp_fail(err, KIPP_E_FORMAT,
+                         "%s backend: tensor %s (layer %d) has shape [%llu][%llu], expected "
+                         "[%llu][%llu]", backend, name, layer, (unsigned long long)t->rows,
+                         (unsigned long long)t->cols, (unsigned long long)rows,
+                         (unsigned long long)cols);
+    if (k_align > 1 && cols % k_align)
+        return kipp_fail(err, KIPP_E_FORMAT, "%s backend: tensor %s width %llu is not a "
+                         "multiple of %llu", backend, name, (unsigned long long)cols,
+                         (unsigned long long)k_align);
+    if (!type_ok(t->type, vector))
+        return kipp_fail(err, KIPP_E_UNSUPPORTED,
+                         "%s backend: tensor %s (layer %d) has ggml type %u, which the %s "
+                         "backend does not read", backend, name, layer, t->type, backend);
+    return KIPP_OK;
+}
+
+int kipp_weights_check(const kipp_checkpoint *c, const kipp_weights *w, const char *backend,
+                       kipp_weight_type_ok ok, uint64_t k_align, kipp_error *err) {
+    if (!c || !w->layers)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "%s backend: no weights bound", backend);
+    uint64_t H = c->hidden, A = (uint64_t)c->heads * KIPP_HEAD_DIM, F = c->ffn;
+    uint64_t KV = (uint64_t)KIPP_KV_HEADS * KIPP_HEAD_DIM;
+#define CHECK_ONE(t, name, layer, rows, cols, vector) \
+    check_one(t, name, layer, rows, cols, vector, backend, ok, k_align, err)
+    int rc = CHECK_ONE(&w->token_embd, "token_embd", -1, KIPP_VOCAB_SIZE, H, false);
+    if (!rc) rc = CHECK_ONE(&w->output_norm, "output_norm", -1, 1, H, true);
+    if (!rc) rc = CHECK_ONE(&w->output, "output", -1, KIPP_VOCAB_SIZE, H, false);
+    for (uint32_t l = 0; l < c->layers && !rc; l++) {
+        const kipp_layer_weights *L = &w->layers[l];
+        int i = (int)l;
+        rc = CHECK_ONE(&L->attn_norm, "attn_norm", i, 1, H, true);
+        if (!rc) rc = CHECK_ONE(&L->attn_q, "attn_q", i, A, H, false);
+        if (!rc) rc = CHECK_ONE(&L->attn_k, "attn_k", i, KV, H, false);
+        if (!rc) rc = CHECK_ONE(&L->attn_v, "attn_v", i, KV, H, false);
+        if (!rc) rc = CHECK_ONE(&L->attn_output, "attn_output", i, H, A, false);
+        if (!rc) rc = CHECK_ONE(&L->attn_q_norm, "attn_q_norm", i, 1, KIPP_HEAD_DIM, true);
+        if (!rc) rc = CHECK_ONE(&L->attn_k_norm, "attn_k_norm", i, 1, KIPP_HEAD_DIM, true);
+        if (!rc) rc = CHECK_ONE(&L->ffn_norm, "ffn_norm", i, 1, H, true);
+        if (!rc) rc = CHECK_ONE(&L->ffn_gate, "ffn_gate", i, F, H, false);
+        if (!rc) rc = CHECK_ONE(&L->ffn_up, "ffn_up", i, F, H, false);
+        if (!rc) rc = CHECK_ONE(&L->ffn_down, "ffn_down", i, H, F, false);
+    }
+#undef CHECK_ONE
+    return rc;
+}

@@ -79,4 +79,13 @@ int kipp_artifact_open_memory(const uint8_t *image, size_t size,
                               kipp_artifact *out, kipp_error *err);
 void kipp_artifact_close(kipp_artifact *a);
 
+/* A backend's check of the bound weights before it starts: every tensor
+ * present with the entry's shape (backends also accept hand-built weights
+ * in tests, which never went through the loader), input widths a multiple
+ * of k_align, and each tensor's type accepted by the backend's predicate
+ * (`vector` is true for the 1-D norm weights). Messages name the backend. */
+typedef bool (*kipp_weight_type_ok)(uint32_t ggml_type, bool vector);
+int kipp_weights_check(const kipp_checkpoint *c, const kipp_weights *w, const char *backend,
+                       kipp_weight_type_ok type_ok, uint64_t k_align, kipp_error *err);
+
 #endif

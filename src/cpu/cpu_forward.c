@@ -79,51 +79,13 @@ typedef struct cpu_model {
 
 /* ---- creation --------------------------------------------------------- */
 
-static int check_tensor(const kipp_tensor *t, const char *name, int layer, uint64_t rows,
-                        uint64_t cols, bool vector, kipp_error *err) {
-    if (!t->data || t->rows != rows || t->cols != cols)
-        return kipp_fail(err, KIPP_E_FORMAT,
-                         "cpu backend: tensor %s (layer %d) has shape [%llu][%llu], expected "
-                         "[%llu][%llu]", name, layer, (unsigned long long)t->rows,
-                         (unsigned long long)t->cols, (unsigned long long)rows,
-                         (unsigned long long)cols);
-    if (cols % KIPP_CPU_K_ALIGN)
-        return kipp_fail(err, KIPP_E_FORMAT, "cpu backend: tensor %s width %llu is not a "
-                         "multiple of %d", name, (unsigned long long)cols, KIPP_CPU_K_ALIGN);
-    /* Per-type dispatch (matmul_cols): BF16, and the ggml block types of
-     * the quantized schemes (only projections are ever quantized; the
-     * embedding and output head stay BF16, which the loader enforces). */
-    bool ok = vector ? t->type == GGML_TYPE_F32
-                     : t->type == GGML_TYPE_BF16 || t->type == GGML_TYPE_Q8_0 ||
-                           t->type == GGML_TYPE_Q4_0 || t->type == GGML_TYPE_Q4_1;
-    if (!ok)
-        return kipp_fail(err, KIPP_E_UNSUPPORTED,
-                         "cpu backend: tensor %s (layer %d) has ggml type %u, which the cpu "
-                         "backend does not read yet", name, layer, t->type);
-    return KIPP_OK;
-}
-
-static int check_weights(const kipp_checkpoint *c, const kipp_weights *w, kipp_error *err) {
-    uint64_t H = c->hidden, A = (uint64_t)c->heads * KIPP_HEAD_DIM, F = c->ffn;
-    int rc = check_tensor(&w->token_embd, "token_embd", -1, KIPP_VOCAB_SIZE, H, false, err);
-    if (!rc) rc = check_tensor(&w->output_norm, "output_norm", -1, 1, H, true, err);
-    if (!rc) rc = check_tensor(&w->output, "output", -1, KIPP_VOCAB_SIZE, H, false, err);
-    for (uint32_t l = 0; l < c->layers && !rc; l++) {
-        const kipp_layer_weights *L = &w->layers[l];
-        int i = (int)l;
-        rc = check_tensor(&L->attn_norm, "attn_norm", i, 1, H, true, err);
-        if (!rc) rc = check_tensor(&L->attn_q, "attn_q", i, A, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_k, "attn_k", i, KIPP_KV_ROW, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_v, "attn_v", i, KIPP_KV_ROW, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_output, "attn_output", i, H, A, false, err);
-        if (!rc) rc = check_tensor(&L->attn_q_norm, "attn_q_norm", i, 1, KIPP_HEAD_DIM, true, err);
-        if (!rc) rc = check_tensor(&L->attn_k_norm, "attn_k_norm", i, 1, KIPP_HEAD_DIM, true, err);
-        if (!rc) rc = check_tensor(&L->ffn_norm, "ffn_norm", i, 1, H, true, err);
-        if (!rc) rc = check_tensor(&L->ffn_gate, "ffn_gate", i, F, H, false, err);
-        if (!rc) rc = check_tensor(&L->ffn_up, "ffn_up", i, F, H, false, err);
-        if (!rc) rc = check_tensor(&L->ffn_down, "ffn_down", i, H, F, false, err);
-    }
-    return rc;
+/* Per-type dispatch (matmul_cols): BF16 and the ggml block types of the
+ * quantized schemes (only projections are ever quantized; the embedding and
+ * output head stay BF16, which the loader enforces); norms are F32. */
+static bool cpu_type_ok(uint32_t type, bool vector) {
+    return vector ? type == GGML_TYPE_F32
+                  : type == GGML_TYPE_BF16 || type == GGML_TYPE_Q8_0 ||
+                        type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1;
 }
 
 static void cpu_model_destroy(void *state) {
@@ -168,8 +130,7 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
                             void **out, kipp_error *err) {
     const kipp_checkpoint *c = a->checkpoint;
     const kipp_weights *w = &a->weights;
-    if (!c || !w->layers) return kipp_fail(err, KIPP_E_ARGUMENT, "cpu backend: no weights bound");
-    int rc = check_weights(c, w, err);
+    int rc = kipp_weights_check(c, w, "cpu", cpu_type_ok, KIPP_CPU_K_ALIGN, err);
     if (rc) return rc;
     char why[160] = "";
     const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(why, sizeof why);

@@ -47,46 +47,15 @@ typedef struct ref_scratch {
 
 /* ---- creation: check that every tensor is something we can read -------- */
 
-static int check_tensor(const kipp_tensor *t, const char *name, int layer, uint64_t rows,
-                        uint64_t cols, bool vector, kipp_error *err) {
-    if (!t->data || t->rows != rows || t->cols != cols)
-        return kipp_fail(err, KIPP_E_FORMAT,
-                         "ref backend: tensor %s (layer %d) has shape [%llu][%llu], expected "
-                         "[%llu][%llu]", name, layer, (unsigned long long)t->rows,
-                         (unsigned long long)t->cols, (unsigned long long)rows,
-                         (unsigned long long)cols);
-    bool ok = vector ? t->type == GGML_TYPE_F32 : kipp_ref_type_supported(t->type);
-    if (!ok)
-        return kipp_fail(err, KIPP_E_UNSUPPORTED,
-                         "ref backend: tensor %s (layer %d) has ggml type %u, which the "
-                         "oracle does not read", name, layer, t->type);
-    return KIPP_OK;
+static bool ref_type_ok(uint32_t type, bool vector) {
+    return vector ? type == GGML_TYPE_F32 : kipp_ref_type_supported(type);
 }
 
 static int ref_model_create(const kipp_artifact *a, const kipp_model_options *options,
                             void **out, kipp_error *err) {
     const kipp_checkpoint *c = a->checkpoint;
     const kipp_weights *w = &a->weights;
-    if (!c || !w->layers) return kipp_fail(err, KIPP_E_ARGUMENT, "ref backend: no weights bound");
-    uint64_t H = c->hidden, A = (uint64_t)c->heads * KIPP_HEAD_DIM, F = c->ffn;
-    int rc = check_tensor(&w->token_embd, "token_embd", -1, KIPP_VOCAB_SIZE, H, false, err);
-    if (!rc) rc = check_tensor(&w->output_norm, "output_norm", -1, 1, H, true, err);
-    if (!rc) rc = check_tensor(&w->output, "output", -1, KIPP_VOCAB_SIZE, H, false, err);
-    for (uint32_t l = 0; l < c->layers && !rc; l++) {
-        const kipp_layer_weights *L = &w->layers[l];
-        int i = (int)l;
-        rc = check_tensor(&L->attn_norm, "attn_norm", i, 1, H, true, err);
-        if (!rc) rc = check_tensor(&L->attn_q, "attn_q", i, A, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_k, "attn_k", i, KIPP_KV_ROW, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_v, "attn_v", i, KIPP_KV_ROW, H, false, err);
-        if (!rc) rc = check_tensor(&L->attn_output, "attn_output", i, H, A, false, err);
-        if (!rc) rc = check_tensor(&L->attn_q_norm, "attn_q_norm", i, 1, KIPP_HEAD_DIM, true, err);
-        if (!rc) rc = check_tensor(&L->attn_k_norm, "attn_k_norm", i, 1, KIPP_HEAD_DIM, true, err);
-        if (!rc) rc = check_tensor(&L->ffn_norm, "ffn_norm", i, 1, H, true, err);
-        if (!rc) rc = check_tensor(&L->ffn_gate, "ffn_gate", i, F, H, false, err);
-        if (!rc) rc = check_tensor(&L->ffn_up, "ffn_up", i, F, H, false, err);
-        if (!rc) rc = check_tensor(&L->ffn_down, "ffn_down", i, H, F, false, err);
-    }
+    int rc = kipp_weights_check(c, w, "ref", ref_type_ok, 1, err);
     if (rc) return rc;
 
     ref_model *m = kipp_calloc(1, sizeof *m, err);

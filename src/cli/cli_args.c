@@ -1,0 +1,24 @@
+#include "cli/cli_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool cli_parse_backend(const char *command, const char *value, kipp_backend_kind *out) {
+    if (!strcmp(value, "ref")) *out = KIPP_BACKEND_REF;
+    else if (!strcmp(value, "cpu")) *out = KIPP_BACKEND_CPU;
+    else {
+        fprintf(stderr, "kipp %s: unknown backend '%s' (ref, cpu)\n", command, value);
+        return false;
+    }
+    return true;
+}
+
+bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *out) {
+    if (!strcmp(value, "bf16")) *out = KIPP_KV_BF16;
+    else if (!strcmp(value, "q8_0")) *out = KIPP_KV_Q8_0;
+    else {
+        fprintf(stderr, "kipp %s: unknown --kv-quant '%s' (bf16, q8_0)\n", command, value);
+        return false;
+    }
+    return true;
+}
