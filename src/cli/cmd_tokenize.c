@@ -93,17 +93,17 @@ static int tokenize_jsonl_line(void *ctx, const char *line, size_t len, size_t l
     const kipp_model *m = ctx;
     kipp_error err = {0};
     json_doc *doc = NULL;
-    if (json_parse(line, len, &doc, &err) || json_root(doc)->type != JSON_STRING) {
+    if (kipp_json_parse(line, len, &doc, &err) || kipp_json_root(doc)->type != JSON_STRING) {
         fprintf(stderr, "kipp tokenize: line %zu: %s\n", lineno,
                 doc ? "not a JSON string" : err.message);
-        json_free(doc);
+        kipp_json_free(doc);
         return 1;
     }
-    const json_value *s = json_root(doc);
+    const json_value *s = kipp_json_root(doc);
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = kipp_tokenize(m, s->as.string.chars, s->as.string.length, &ids, &n, &err);
-    json_free(doc);
+    kipp_json_free(doc);
     if (rc) {
         fprintf(stderr, "kipp tokenize: line %zu: %s\n", lineno, err.message);
         return 1;
@@ -231,13 +231,13 @@ static int detokenize_jsonl_line(void *ctx, const char *line, size_t len, size_t
     const kipp_model *m = ctx;
     kipp_error err = {0};
     json_doc *doc = NULL;
-    if (json_parse(line, len, &doc, &err) || json_root(doc)->type != JSON_ARRAY) {
+    if (kipp_json_parse(line, len, &doc, &err) || kipp_json_root(doc)->type != JSON_ARRAY) {
         fprintf(stderr, "kipp detokenize: line %zu: %s\n", lineno,
                 doc ? "not a JSON array" : err.message);
-        json_free(doc);
+        kipp_json_free(doc);
         return 1;
     }
-    const json_value *a = json_root(doc);
+    const json_value *a = kipp_json_root(doc);
     size_t n = a->as.array.count;
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     int rc = ids ? 0 : 1;
@@ -251,7 +251,7 @@ static int detokenize_jsonl_line(void *ctx, const char *line, size_t len, size_t
             ids[i] = (int32_t)v->as.number.integer;
         }
     }
-    json_free(doc);
+    kipp_json_free(doc);
     char *text = NULL;
     size_t n_text = 0;
     if (rc == 0 && kipp_detokenize(m, ids, n, &text, &n_text, &err)) {
@@ -260,10 +260,10 @@ static int detokenize_jsonl_line(void *ctx, const char *line, size_t len, size_t
     }
     if (rc == 0) {
         json_buf b = {0};
-        json_buf_append_string(&b, text, n_text);
-        json_buf_append(&b, "\n", 1);
+        kipp_json_buf_append_string(&b, text, n_text);
+        kipp_json_buf_append(&b, "\n", 1);
         if (b.failed || fwrite(b.data, 1, b.length, stdout) != b.length) rc = 1;
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
     }
     free(text);
     free(ids);

@@ -120,9 +120,9 @@ static int load_generation_config(converter *cv, kipp_error *err) {
     size_t len = 0;
     json_doc *doc = NULL;
     int rc = read_source(cv, "generation_config.json", &text, &len, err);
-    if (!rc && (rc = json_parse(text, len, &doc, err)))
+    if (!rc && (rc = kipp_json_parse(text, len, &doc, err)))
         kipp_fail_prefix(err, "generation_config.json: invalid JSON");
-    json_free(doc);
+    kipp_json_free(doc);
     free(text);
     return rc;
 }
@@ -144,9 +144,9 @@ static int open_shard(converter *cv, const char *name, kipp_error *err) {
     char **names = realloc(cv->shard_names, (cv->n_shards + 1) * sizeof *names);
     if (names) cv->shard_names = names;
     if (!shards || !names) return kipp_fail(err, KIPP_E_MEMORY, "out of memory");
-    if ((rc = st_open(path, &cv->shards[cv->n_shards], err))) return rc;
+    if ((rc = kipp_st_open(path, &cv->shards[cv->n_shards], err))) return rc;
     if (!(cv->shard_names[cv->n_shards] = strdup(name))) {
-        st_close(&cv->shards[cv->n_shards]);
+        kipp_st_close(&cv->shards[cv->n_shards]);
         return kipp_fail(err, KIPP_E_MEMORY, "out of memory");
     }
     cv->n_shards++;
@@ -165,11 +165,11 @@ static int open_weights(converter *cv, kipp_error *err) {
     char *text = NULL;
     size_t len = 0;
     int rc = read_source(cv, "model.safetensors.index.json", &text, &len, err);
-    if (!rc && (rc = json_parse(text, len, &cv->index_doc, err)))
+    if (!rc && (rc = kipp_json_parse(text, len, &cv->index_doc, err)))
         kipp_fail_prefix(err, "model.safetensors.index.json: invalid JSON");
     free(text);
     if (rc) return rc;
-    const json_value *map = json_get_type(json_root(cv->index_doc), "weight_map", JSON_OBJECT);
+    const json_value *map = kipp_json_get_type(kipp_json_root(cv->index_doc), "weight_map", JSON_OBJECT);
     if (!map)
         return kipp_fail(err, KIPP_E_FORMAT, "model.safetensors.index.json: no \"weight_map\" object");
     for (size_t i = 0; i < map->as.object.count; i++) {
@@ -254,13 +254,13 @@ static int bind_tensors(converter *cv, kipp_error *err) {
         return rc;
     /* the index must say where each tensor really is */
     if (cv->index_doc) {
-        const json_value *map = json_get(json_root(cv->index_doc), "weight_map");
+        const json_value *map = kipp_json_get(kipp_json_root(cv->index_doc), "weight_map");
         for (size_t j = 0; j < map->as.object.count; j++) {
             const char *name = map->as.object.keys[j];
             const char *file = map->as.object.values[j]->as.string.chars;
             size_t s = 0;
             while (s < cv->n_shards && strcmp(cv->shard_names[s], file) != 0) s++;
-            if (!st_find(&cv->shards[s], name))
+            if (!kipp_st_find(&cv->shards[s], name))
                 return kipp_fail(err, KIPP_E_FORMAT,
                                  "model.safetensors.index.json lists tensor '%s' in %s, which "
                                  "does not contain it", name, file);
@@ -315,35 +315,35 @@ static int add_metadata(converter *cv, gguf_writer *w, kipp_error *err) {
     const kipp_checkpoint *c = cv->entry;
     const kipp_vocab *v = &cv->vocab;
     int rc;
-    if ((rc = gguf_writer_add_string(w, "general.architecture", "qwen3", err)) ||
-        (rc = gguf_writer_add_string(w, "general.name", c->id, err)) ||
-        (rc = gguf_writer_add_u32(w, "general.file_type", cv->scheme->file_type, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.context_length", c->context, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.embedding_length", c->hidden, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.block_count", c->layers, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.feed_forward_length", c->ffn, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.attention.head_count", c->heads, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.attention.head_count_kv", KIPP_KV_HEADS, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.attention.key_length", KIPP_HEAD_DIM, err)) ||
-        (rc = gguf_writer_add_u32(w, "qwen3.attention.value_length", KIPP_HEAD_DIM, err)) ||
-        (rc = gguf_writer_add_f32(w, "qwen3.rope.freq_base", (float)c->rope_theta, err)) ||
-        (rc = gguf_writer_add_f32(w, "qwen3.attention.layer_norm_rms_epsilon", KIPP_RMS_EPS,
+    if ((rc = kipp_gguf_writer_add_string(w, "general.architecture", "qwen3", err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "general.name", c->id, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "general.file_type", cv->scheme->file_type, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.context_length", c->context, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.embedding_length", c->hidden, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.block_count", c->layers, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.feed_forward_length", c->ffn, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.attention.head_count", c->heads, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.attention.head_count_kv", KIPP_KV_HEADS, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.attention.key_length", KIPP_HEAD_DIM, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "qwen3.attention.value_length", KIPP_HEAD_DIM, err)) ||
+        (rc = kipp_gguf_writer_add_f32(w, "qwen3.rope.freq_base", (float)c->rope_theta, err)) ||
+        (rc = kipp_gguf_writer_add_f32(w, "qwen3.attention.layer_norm_rms_epsilon", KIPP_RMS_EPS,
                                   err)) ||
-        (rc = gguf_writer_add_string(w, "tokenizer.ggml.model", "gpt2", err)) ||
-        (rc = gguf_writer_add_string(w, "tokenizer.ggml.pre", "qwen2", err)) ||
-        (rc = gguf_writer_add_string_array(w, "tokenizer.ggml.tokens", v->tokens, v->token_lens,
+        (rc = kipp_gguf_writer_add_string(w, "tokenizer.ggml.model", "gpt2", err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "tokenizer.ggml.pre", "qwen2", err)) ||
+        (rc = kipp_gguf_writer_add_string_array(w, "tokenizer.ggml.tokens", v->tokens, v->token_lens,
                                            KIPP_VOCAB_SIZE, err)) ||
-        (rc = gguf_writer_add_i32_array(w, "tokenizer.ggml.token_type", v->types,
+        (rc = kipp_gguf_writer_add_i32_array(w, "tokenizer.ggml.token_type", v->types,
                                         KIPP_VOCAB_SIZE, err)) ||
-        (rc = gguf_writer_add_string_array(w, "tokenizer.ggml.merges", v->merges, v->merge_lens,
+        (rc = kipp_gguf_writer_add_string_array(w, "tokenizer.ggml.merges", v->merges, v->merge_lens,
                                            v->n_merges, err)) ||
-        (rc = gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos, err)) ||
-        (rc = gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 151643, err)) ||
-        (rc = gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 151643, err)) ||
-        (rc = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false, err)))
+        (rc = kipp_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 151643, err)) ||
+        (rc = kipp_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 151643, err)) ||
+        (rc = kipp_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false, err)))
         return rc;
     if (c->variant != KIPP_VARIANT_BASE &&
-        (rc = gguf_writer_add_string(w, "tokenizer.chat_template", v->chat_template, err)))
+        (rc = kipp_gguf_writer_add_string(w, "tokenizer.chat_template", v->chat_template, err)))
         return rc;
     const char *sha[MAX_SOURCES];
     size_t lens[MAX_SOURCES], name_lens[MAX_SOURCES];
@@ -352,14 +352,14 @@ static int add_metadata(converter *cv, gguf_writer *w, kipp_error *err) {
         lens[i] = 64;
         name_lens[i] = strlen(cv->files[i]);
     }
-    if ((rc = gguf_writer_add_string(w, "kipp.checkpoint", c->id, err)) ||
-        (rc = gguf_writer_add_string(w, "kipp.source.repository", c->source_repository, err)) ||
-        (rc = gguf_writer_add_string(w, "kipp.source.revision", c->revision, err)) ||
-        (rc = gguf_writer_add_string_array(w, "kipp.source.files", (const char *const *)cv->files,
+    if ((rc = kipp_gguf_writer_add_string(w, "kipp.checkpoint", c->id, err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "kipp.source.repository", c->source_repository, err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "kipp.source.revision", c->revision, err)) ||
+        (rc = kipp_gguf_writer_add_string_array(w, "kipp.source.files", (const char *const *)cv->files,
                                            name_lens, cv->n_files, err)) ||
-        (rc = gguf_writer_add_string_array(w, "kipp.source.sha256", sha, lens, cv->n_files, err)) ||
-        (rc = gguf_writer_add_string(w, "kipp.quant.scheme", cv->scheme->name, err)) ||
-        (rc = gguf_writer_add_string(w, "kipp.converter.version", KIPP_VERSION_STRING, err)))
+        (rc = kipp_gguf_writer_add_string_array(w, "kipp.source.sha256", sha, lens, cv->n_files, err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "kipp.quant.scheme", cv->scheme->name, err)) ||
+        (rc = kipp_gguf_writer_add_string(w, "kipp.converter.version", KIPP_VERSION_STRING, err)))
         return rc;
     return KIPP_OK;
 }
@@ -380,8 +380,8 @@ static int check_tied_head(converter *cv, buffers *b, kipp_error *err) {
     for (uint64_t at = 0; at < total; at += CHUNK_ELEMS * 2) {
         size_t n = total - at < CHUNK_ELEMS * 2 ? (size_t)(total - at) : CHUNK_ELEMS * 2;
         int rc;
-        if ((rc = st_read(cv->src_file[0], e, at, b->in, n, err)) ||
-            (rc = st_read(cv->tied_head_file, cv->tied_head, at, b->in2, n, err)))
+        if ((rc = kipp_st_read(cv->src_file[0], e, at, b->in, n, err)) ||
+            (rc = kipp_st_read(cv->tied_head_file, cv->tied_head, at, b->in2, n, err)))
             return rc;
         if (memcmp(b->in, b->in2, n) != 0)
             return kipp_fail(err, KIPP_E_FORMAT,
@@ -397,11 +397,11 @@ static int write_tensors(converter *cv, gguf_writer *w, FILE *fp, buffers *b, ki
         uint64_t elems = kipp_layout_elements(&cv->layout[i]);
         for (uint64_t at = 0; at < elems; at += CHUNK_ELEMS) {
             size_t n = elems - at < CHUNK_ELEMS ? (size_t)(elems - at) : CHUNK_ELEMS;
-            int rc = st_read(cv->src_file[i], cv->src[i], at * 2, b->in, n * 2, err);
+            int rc = kipp_st_read(cv->src_file[i], cv->src[i], at * 2, b->in, n * 2, err);
             if (rc) return rc;
             enc->encode(b->in, n, b->out, b->scratch);
             size_t out_bytes = n / enc->block_elems * enc->block_bytes;
-            if ((rc = gguf_writer_write_data(w, fp, i, b->out, out_bytes, err))) return rc;
+            if ((rc = kipp_gguf_writer_write_data(w, fp, i, b->out, out_bytes, err))) return rc;
             progress(cv, n * 2);
         }
     }
@@ -427,12 +427,12 @@ static int write_artifact(converter *cv, const char *out_path, kipp_error *err) 
         cv->progress_total += cv->src[i]->end - cv->src[i]->begin;
     if ((rc = check_tied_head(cv, &b, err)) ||
         (rc = hash_sources(cv, b.out, CHUNK_ELEMS * 4, err)) ||
-        (rc = gguf_writer_create(&w, err)) || (rc = add_metadata(cv, w, err)))
+        (rc = kipp_gguf_writer_create(&w, err)) || (rc = add_metadata(cv, w, err)))
         goto done;
     for (size_t i = 0; i < cv->n_layout; i++) {
         const kipp_layout_tensor *t = &cv->layout[i];
         uint64_t ne[2] = {t->n_dims == 2 ? t->shape[1] : t->shape[0], t->shape[0]};
-        if ((rc = gguf_writer_add_tensor(w, t->gguf_name, t->n_dims, ne, output_type(cv, t), err)))
+        if ((rc = kipp_gguf_writer_add_tensor(w, t->gguf_name, t->n_dims, ne, output_type(cv, t), err)))
             goto done;
     }
     if (!(fp = fopen(tmp, "wb"))) {
@@ -440,8 +440,8 @@ static int write_artifact(converter *cv, const char *out_path, kipp_error *err) 
         goto done;
     }
     setvbuf(fp, NULL, _IOFBF, 1 << 20);
-    if ((rc = gguf_writer_write_header(w, fp, err)) || (rc = write_tensors(cv, w, fp, &b, err)) ||
-        (rc = gguf_writer_finish(w, fp, err)))
+    if ((rc = kipp_gguf_writer_write_header(w, fp, err)) || (rc = write_tensors(cv, w, fp, &b, err)) ||
+        (rc = kipp_gguf_writer_finish(w, fp, err)))
         goto done;
     int closed = fclose(fp);
     fp = NULL;
@@ -455,7 +455,7 @@ static int write_artifact(converter *cv, const char *out_path, kipp_error *err) 
 done:
     if (fp) fclose(fp);
     if (rc) unlink(tmp);
-    gguf_writer_destroy(w);
+    kipp_gguf_writer_destroy(w);
     free(b.in);
     free(b.in2);
     free(b.scratch);
@@ -466,12 +466,12 @@ done:
 static void converter_free(converter *cv) {
     for (size_t i = 0; i < cv->n_files; i++) free(cv->files[i]);
     for (size_t i = 0; i < cv->n_shards; i++) {
-        st_close(&cv->shards[i]);
+        kipp_st_close(&cv->shards[i]);
         free(cv->shard_names[i]);
     }
     free(cv->shards);
     free(cv->shard_names);
-    json_free(cv->index_doc);
+    kipp_json_free(cv->index_doc);
     free(cv->layout);
     free(cv->src);
     free(cv->src_file);

@@ -17,7 +17,7 @@ typedef struct dims {
 } dims;
 
 static int need_int(const json_value *root, const char *key, int64_t *out, kipp_error *err) {
-    const json_value *v = json_get(root, key);
+    const json_value *v = kipp_json_get(root, key);
     if (!v)
         return kipp_fail(err, KIPP_E_FORMAT, "config.json: missing \"%s\"", key);
     if (v->type != JSON_NUMBER || !v->as.number.is_integer || !v->as.number.fits_int64)
@@ -29,7 +29,7 @@ static int need_int(const json_value *root, const char *key, int64_t *out, kipp_
 /* Family invariants every entry shares; violating one means "not a Qwen3
  * dense checkpoint Kipp supports", whatever the dimensions. */
 static int check_family(const json_value *root, kipp_error *err) {
-    const json_value *arch = json_get_type(root, "architectures", JSON_ARRAY);
+    const json_value *arch = kipp_json_get_type(root, "architectures", JSON_ARRAY);
     bool found = false;
     for (size_t i = 0; arch && i < arch->as.array.count; i++) {
         const json_value *a = arch->as.array.items[i];
@@ -40,7 +40,7 @@ static int check_family(const json_value *root, kipp_error *err) {
         return kipp_fail(err, KIPP_E_REGISTRY,
                          "config.json: \"architectures\" does not list Qwen3ForCausalLM; "
                          "kipp converts Qwen3 dense checkpoints only");
-    const char *model_type = json_get_string(root, "model_type");
+    const char *model_type = kipp_json_get_string(root, "model_type");
     if (!model_type || strcmp(model_type, "qwen3") != 0)
         return kipp_fail(err, KIPP_E_REGISTRY, "config.json: \"model_type\" is %s%s%s, not \"qwen3\"",
                          model_type ? "\"" : "", model_type ? model_type : "missing",
@@ -52,7 +52,7 @@ static int check_family(const json_value *root, kipp_error *err) {
         return kipp_fail(err, KIPP_E_REGISTRY,
                          "config.json: num_key_value_heads is %lld; every registry entry has %d",
                          (long long)v, KIPP_KV_HEADS);
-    if (json_get(root, "head_dim")) {
+    if (kipp_json_get(root, "head_dim")) {
         if ((rc = need_int(root, "head_dim", &v, err))) return rc;
         if (v != KIPP_HEAD_DIM)
             return kipp_fail(err, KIPP_E_REGISTRY,
@@ -65,27 +65,27 @@ static int check_family(const json_value *root, kipp_error *err) {
                          "config.json: vocab_size is %lld; every registry entry has %d",
                          (long long)v, KIPP_VOCAB_SIZE);
     double eps;
-    if (!json_get_double(root, "rms_norm_eps", &eps) || eps < 0.999e-6 || eps > 1.001e-6)
+    if (!kipp_json_get_double(root, "rms_norm_eps", &eps) || eps < 0.999e-6 || eps > 1.001e-6)
         return kipp_fail(err, KIPP_E_REGISTRY, "config.json: rms_norm_eps must be 1e-06");
-    const char *act = json_get_string(root, "hidden_act");
-    if (json_get(root, "hidden_act") && (!act || strcmp(act, "silu") != 0))
+    const char *act = kipp_json_get_string(root, "hidden_act");
+    if (kipp_json_get(root, "hidden_act") && (!act || strcmp(act, "silu") != 0))
         return kipp_fail(err, KIPP_E_REGISTRY, "config.json: hidden_act must be \"silu\"");
-    const json_value *scaling = json_get(root, "rope_scaling");
+    const json_value *scaling = kipp_json_get(root, "rope_scaling");
     if (scaling && scaling->type != JSON_NULL)
         return kipp_fail(err, KIPP_E_REGISTRY,
                          "config.json: rope_scaling is set; registry entries use plain RoPE");
     bool flag;
-    if (json_get(root, "attention_bias") &&
-        (!json_get_bool(root, "attention_bias", &flag) || flag))
+    if (kipp_json_get(root, "attention_bias") &&
+        (!kipp_json_get_bool(root, "attention_bias", &flag) || flag))
         return kipp_fail(err, KIPP_E_REGISTRY, "config.json: attention_bias must be false");
-    if (json_get(root, "use_sliding_window") &&
-        (!json_get_bool(root, "use_sliding_window", &flag) || flag))
+    if (kipp_json_get(root, "use_sliding_window") &&
+        (!kipp_json_get_bool(root, "use_sliding_window", &flag) || flag))
         return kipp_fail(err, KIPP_E_REGISTRY, "config.json: use_sliding_window must be false");
     /* transformers writes "torch_dtype" (older) or "dtype" (newer) */
     const char *keys[] = {"torch_dtype", "dtype"};
     for (size_t i = 0; i < 2; i++) {
-        if (!json_get(root, keys[i])) continue;
-        const char *dt = json_get_string(root, keys[i]);
+        if (!kipp_json_get(root, keys[i])) continue;
+        const char *dt = kipp_json_get_string(root, keys[i]);
         if (!dt || strcmp(dt, "bfloat16") != 0)
             return kipp_fail(err, KIPP_E_REGISTRY,
                              "config.json: %s is %s%s%s; registry checkpoints are bfloat16",
@@ -102,12 +102,12 @@ static int read_dims(const json_value *root, dims *d, kipp_error *err) {
         (rc = need_int(root, "num_attention_heads", &d->heads, err)) ||
         (rc = need_int(root, "max_position_embeddings", &d->context, err)))
         return rc;
-    if (!json_get_double(root, "rope_theta", &d->rope_theta))
+    if (!kipp_json_get_double(root, "rope_theta", &d->rope_theta))
         return kipp_fail(err, KIPP_E_FORMAT, "config.json: missing or non-numeric \"rope_theta\"");
     /* transformers' Qwen3Config default when the key is absent */
     d->tied = false;
-    if (json_get(root, "tie_word_embeddings") &&
-        !json_get_bool(root, "tie_word_embeddings", &d->tied))
+    if (kipp_json_get(root, "tie_word_embeddings") &&
+        !kipp_json_get_bool(root, "tie_word_embeddings", &d->tied))
         return kipp_fail(err, KIPP_E_FORMAT, "config.json: tie_word_embeddings is not a boolean");
     return KIPP_OK;
 }
@@ -169,16 +169,16 @@ static int match_named(const dims *d, const char *id, const char *how,
 int kipp_hf_config_match(const char *text, size_t length, const char *checkpoint_id,
                          const kipp_checkpoint **out, kipp_error *err) {
     json_doc *doc = NULL;
-    int rc = json_parse(text, length, &doc, err);
+    int rc = kipp_json_parse(text, length, &doc, err);
     if (rc) return kipp_fail_prefix(err, "config.json: invalid JSON");
-    const json_value *root = json_root(doc);
+    const json_value *root = kipp_json_root(doc);
     dims d;
     if (root->type != JSON_OBJECT) {
         rc = kipp_fail(err, KIPP_E_FORMAT, "config.json: not a JSON object");
         goto done;
     }
     if ((rc = check_family(root, err)) || (rc = read_dims(root, &d, err))) goto done;
-    const char *named = json_get_string(root, "kipp_checkpoint");
+    const char *named = kipp_json_get_string(root, "kipp_checkpoint");
     if (checkpoint_id) {
         rc = match_named(&d, checkpoint_id, "--checkpoint", out, err);
         goto done;
@@ -207,7 +207,7 @@ int kipp_hf_config_match(const char *text, size_t length, const char *checkpoint
         goto done;
     }
     if (n > 1) {
-        const char *hint = json_get_string(root, "_name_or_path");
+        const char *hint = kipp_json_get_string(root, "_name_or_path");
         const kipp_checkpoint *pick = NULL;
         size_t picks = 0;
         for (size_t i = 0; i < n; i++)
@@ -228,6 +228,6 @@ int kipp_hf_config_match(const char *text, size_t length, const char *checkpoint
     }
     *out = cands[0];
 done:
-    json_free(doc);
+    kipp_json_free(doc);
     return rc;
 }

@@ -12,7 +12,7 @@
 #include "core/common.h"
 #include "core/json.h"
 
-unsigned st_dtype_size(const char *dtype) {
+unsigned kipp_st_dtype_size(const char *dtype) {
     static const struct { const char *name; unsigned size; } sizes[] = {
         {"BF16", 2}, {"F16", 2}, {"F32", 4}, {"F64", 8}, {"I8", 1}, {"U8", 1},
         {"I16", 2}, {"U16", 2}, {"I32", 4}, {"U32", 4}, {"I64", 8}, {"U64", 8},
@@ -37,12 +37,12 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v,
     if (!v || v->type != JSON_OBJECT)
         return kipp_fail(err, KIPP_E_FORMAT, "%s: header entry '%s' is not an object",
                          f->path, name);
-    const char *dtype = json_get_string(v, "dtype");
+    const char *dtype = kipp_json_get_string(v, "dtype");
     if (!dtype || strlen(dtype) >= sizeof t->dtype)
         return kipp_fail(err, KIPP_E_FORMAT, "%s: tensor '%s' has no valid \"dtype\"",
                          f->path, name);
     snprintf(t->dtype, sizeof t->dtype, "%s", dtype);
-    const json_value *shape = json_get_type(v, "shape", JSON_ARRAY);
+    const json_value *shape = kipp_json_get_type(v, "shape", JSON_ARRAY);
     if (!shape || shape->as.array.count > ST_MAX_DIMS)
         return kipp_fail(err, KIPP_E_FORMAT, "%s: tensor '%s' has no valid \"shape\"",
                          f->path, name);
@@ -57,7 +57,7 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v,
             return kipp_fail(err, KIPP_E_FORMAT, "%s: tensor '%s' shape overflows",
                              f->path, name);
     }
-    const json_value *offs = json_get_type(v, "data_offsets", JSON_ARRAY);
+    const json_value *offs = kipp_json_get_type(v, "data_offsets", JSON_ARRAY);
     if (!offs || offs->as.array.count != 2 || !json_u64(offs->as.array.items[0], &t->begin) ||
         !json_u64(offs->as.array.items[1], &t->end) || t->begin > t->end)
         return kipp_fail(err, KIPP_E_FORMAT, "%s: tensor '%s' has invalid \"data_offsets\"",
@@ -68,7 +68,7 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v,
                          ") extends past the end of the file (%" PRIu64
                          " data bytes): the file is truncated",
                          f->path, name, t->begin, t->end, data_size);
-    unsigned size = st_dtype_size(t->dtype);
+    unsigned size = kipp_st_dtype_size(t->dtype);
     uint64_t bytes;
     if (size && (!kipp_mul_u64(elements, size, &bytes) || bytes != t->end - t->begin))
         return kipp_fail(err, KIPP_E_FORMAT,
@@ -117,7 +117,7 @@ static int read_exact(int fd, uint64_t offset, void *buf, size_t n, const char *
     return KIPP_OK;
 }
 
-int st_open(const char *path, st_file *out, kipp_error *err) {
+int kipp_st_open(const char *path, st_file *out, kipp_error *err) {
     memset(out, 0, sizeof *out);
     out->fd = -1;
     out->path = strdup(path);
@@ -159,11 +159,11 @@ int st_open(const char *path, st_file *out, kipp_error *err) {
     if (!header) { rc = KIPP_E_MEMORY; goto done; }
     if ((rc = read_exact(out->fd, 8, header, (size_t)hlen, path, err))) goto done;
     header[hlen] = '\0';
-    if ((rc = json_parse(header, (size_t)hlen, &doc, err))) {
+    if ((rc = kipp_json_parse(header, (size_t)hlen, &doc, err))) {
         kipp_fail_prefix(err, "%s: bad safetensors header JSON", path);
         goto done;
     }
-    const json_value *root = json_root(doc);
+    const json_value *root = kipp_json_root(doc);
     if (root->type != JSON_OBJECT) {
         rc = kipp_fail(err, KIPP_E_FORMAT, "%s: safetensors header is not a JSON object", path);
         goto done;
@@ -173,7 +173,7 @@ int st_open(const char *path, st_file *out, kipp_error *err) {
     for (size_t i = 0; i < root->as.object.count; i++) {
         const char *name = root->as.object.keys[i];
         if (strcmp(name, "__metadata__") == 0) continue;
-        if (strlen(name) != root->as.object.key_lengths[i] || st_find(out, name)) {
+        if (strlen(name) != root->as.object.key_lengths[i] || kipp_st_find(out, name)) {
             rc = kipp_fail(err, KIPP_E_FORMAT, "%s: invalid or duplicate tensor name '%s'",
                            path, name);
             goto done;
@@ -188,13 +188,13 @@ int st_open(const char *path, st_file *out, kipp_error *err) {
     }
     rc = check_overlap(out, err);
 done:
-    json_free(doc);
+    kipp_json_free(doc);
     free(header);
-    if (rc) st_close(out);
+    if (rc) kipp_st_close(out);
     return rc;
 }
 
-void st_close(st_file *f) {
+void kipp_st_close(st_file *f) {
     if (f->fd >= 0) close(f->fd);
     for (size_t i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
@@ -203,13 +203,13 @@ void st_close(st_file *f) {
     f->fd = -1;
 }
 
-const st_tensor *st_find(const st_file *f, const char *name) {
+const st_tensor *kipp_st_find(const st_file *f, const char *name) {
     for (size_t i = 0; i < f->n_tensors; i++)
         if (f->tensors[i].name && strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
 }
 
-int st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf, size_t n,
+int kipp_st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf, size_t n,
             kipp_error *err) {
     uint64_t end;
     if (!kipp_add_u64(offset, n, &end) || end > t->end - t->begin)
@@ -220,8 +220,8 @@ int st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf, si
 
 /* ---- writer ------------------------------------------------------------ */
 
-bool st_out_bytes(const st_out_tensor *t, uint64_t *bytes) {
-    uint64_t n = st_dtype_size(t->dtype);
+bool kipp_st_out_bytes(const st_out_tensor *t, uint64_t *bytes) {
+    uint64_t n = kipp_st_dtype_size(t->dtype);
     if (!n) return false;
     for (uint32_t d = 0; d < t->n_dims; d++)
         if (!kipp_mul_u64(n, t->shape[d], &n)) return false;
@@ -251,14 +251,14 @@ static bool sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-int st_write_header(FILE *fp, const st_out_tensor *tensors, size_t n, kipp_error *err) {
+int kipp_st_write_header(FILE *fp, const st_out_tensor *tensors, size_t n, kipp_error *err) {
     sbuf b = {0};
     bool ok = sb_printf(&b, "{\"__metadata__\":{\"format\":\"pt\"}");
     uint64_t offset = 0;
     for (size_t i = 0; ok && i < n; i++) {
         const st_out_tensor *t = &tensors[i];
         uint64_t bytes;
-        if (!st_out_bytes(t, &bytes) || strpbrk(t->name, "\"\\")) {
+        if (!kipp_st_out_bytes(t, &bytes) || strpbrk(t->name, "\"\\")) {
             free(b.p);
             return kipp_fail(err, KIPP_E_ARGUMENT, "cannot write tensor '%s'", t->name);
         }

@@ -38,16 +38,16 @@ typedef struct st_file {
 } st_file;
 
 /* Bytes per element of a dtype name, 0 if unknown. */
-unsigned st_dtype_size(const char *dtype);
+unsigned kipp_st_dtype_size(const char *dtype);
 
 /* Opens and validates: header length and JSON, every entry's dtype, shape
  * and offsets (begin <= end, end within the file, length == elements *
  * dtype size for known dtypes), no overlapping ranges. */
-int st_open(const char *path, st_file *out, kipp_error *err);
-void st_close(st_file *f);
-const st_tensor *st_find(const st_file *f, const char *name);
+int kipp_st_open(const char *path, st_file *out, kipp_error *err);
+void kipp_st_close(st_file *f);
+const st_tensor *kipp_st_find(const st_file *f, const char *name);
 /* Reads n bytes at `offset` within tensor t's data. */
-int st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf,
+int kipp_st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf,
             size_t n, kipp_error *err);
 
 /* ---- writer: header first, then the caller streams data in order ---- */
@@ -61,9 +61,9 @@ typedef struct st_out_tensor {
 
 /* Writes the length prefix and header (offsets laid out back to back in the
  * given order; header padded with spaces to a multiple of 8 bytes). */
-int st_write_header(FILE *fp, const st_out_tensor *tensors, size_t n,
+int kipp_st_write_header(FILE *fp, const st_out_tensor *tensors, size_t n,
                     kipp_error *err);
 /* Byte length of one tensor (elements * dtype size), false on overflow. */
-bool st_out_bytes(const st_out_tensor *t, uint64_t *bytes);
+bool kipp_st_out_bytes(const st_out_tensor *t, uint64_t *bytes);
 
 #endif

@@ -252,7 +252,7 @@ static int write_shard(const kipp_checkpoint *c, const char *path, const kipp_la
         rc = kipp_fail(err, KIPP_E_IO, "cannot create %s: %s", path, strerror(errno));
         goto done;
     }
-    if ((rc = st_write_header(f, outs, m, err))) goto done;
+    if ((rc = kipp_st_write_header(f, outs, m, err))) goto done;
     for (size_t i = 0; i < n && !rc; i++) {
         if (shard_of[i] != shard) continue;
         uint64_t elems = kipp_layout_elements(&ts[i]);

@@ -32,10 +32,10 @@ static int set_added(kipp_vocab *v, int64_t id, const json_value *content, bool 
 }
 
 static int read_vocab(kipp_vocab *v, const json_value *model, kipp_error *err) {
-    const char *type = json_get_string(model, "type");
+    const char *type = kipp_json_get_string(model, "type");
     if (type && strcmp(type, "BPE") != 0)
         return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: model type is \"%s\", not BPE", type);
-    const json_value *vocab = json_get_type(model, "vocab", JSON_OBJECT);
+    const json_value *vocab = kipp_json_get_type(model, "vocab", JSON_OBJECT);
     if (!vocab) return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: model.vocab missing");
     for (size_t i = 0; i < vocab->as.object.count; i++) {
         int64_t id;
@@ -54,7 +54,7 @@ static int read_vocab(kipp_vocab *v, const json_value *model, kipp_error *err) {
 }
 
 static int read_merges(kipp_vocab *v, const json_value *model, kipp_error *err) {
-    const json_value *merges = json_get_type(model, "merges", JSON_ARRAY);
+    const json_value *merges = kipp_json_get_type(model, "merges", JSON_ARRAY);
     if (!merges) return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: model.merges missing");
     size_t n = merges->as.array.count, arena = 0;
     /* pairs need "a b" built; strings are used in place */
@@ -97,7 +97,7 @@ static int read_merges(kipp_vocab *v, const json_value *model, kipp_error *err) 
 
 static int read_added(kipp_vocab *v, const json_value *tok_root, const json_value *cfg_root,
                       kipp_error *err) {
-    const json_value *added = json_get(tok_root, "added_tokens");
+    const json_value *added = kipp_json_get(tok_root, "added_tokens");
     if (added && added->type != JSON_ARRAY)
         return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: added_tokens is not an array");
     int rc;
@@ -105,13 +105,13 @@ static int read_added(kipp_vocab *v, const json_value *tok_root, const json_valu
         const json_value *t = added->as.array.items[i];
         int64_t id;
         bool special = false;
-        if (t->type != JSON_OBJECT || !json_id(json_get(t, "id"), &id))
+        if (t->type != JSON_OBJECT || !json_id(kipp_json_get(t, "id"), &id))
             return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: added_tokens[%zu] has no id", i);
-        json_get_bool(t, "special", &special);
-        if ((rc = set_added(v, id, json_get(t, "content"), special, "tokenizer.json", err)))
+        kipp_json_get_bool(t, "special", &special);
+        if ((rc = set_added(v, id, kipp_json_get(t, "content"), special, "tokenizer.json", err)))
             return rc;
     }
-    const json_value *dec = json_get(cfg_root, "added_tokens_decoder");
+    const json_value *dec = kipp_json_get(cfg_root, "added_tokens_decoder");
     if (dec && dec->type != JSON_OBJECT)
         return kipp_fail(err, KIPP_E_FORMAT,
                          "tokenizer_config.json: added_tokens_decoder is not an object");
@@ -125,8 +125,8 @@ static int read_added(kipp_vocab *v, const json_value *tok_root, const json_valu
             return kipp_fail(err, KIPP_E_FORMAT,
                              "tokenizer_config.json: added_tokens_decoder key '%s' is not an id",
                              key);
-        json_get_bool(t, "special", &special);
-        if ((rc = set_added(v, id, json_get(t, "content"), special, "tokenizer_config.json", err)))
+        kipp_json_get_bool(t, "special", &special);
+        if ((rc = set_added(v, id, kipp_json_get(t, "content"), special, "tokenizer_config.json", err)))
             return rc;
     }
     return KIPP_OK;
@@ -136,14 +136,14 @@ int kipp_vocab_build(kipp_vocab *v, const char *tokenizer_json, size_t tokenizer
                      const char *tokenizer_config, size_t config_len, kipp_error *err) {
     memset(v, 0, sizeof *v);
     int rc;
-    if ((rc = json_parse(tokenizer_json, tokenizer_len, &v->tokenizer_doc, err)))
+    if ((rc = kipp_json_parse(tokenizer_json, tokenizer_len, &v->tokenizer_doc, err)))
         return kipp_fail_prefix(err, "tokenizer.json: invalid JSON");
-    if ((rc = json_parse(tokenizer_config, config_len, &v->config_doc, err))) {
+    if ((rc = kipp_json_parse(tokenizer_config, config_len, &v->config_doc, err))) {
         kipp_fail_prefix(err, "tokenizer_config.json: invalid JSON");
         goto fail;
     }
-    const json_value *troot = json_root(v->tokenizer_doc), *croot = json_root(v->config_doc);
-    const json_value *model = json_get_type(troot, "model", JSON_OBJECT);
+    const json_value *troot = kipp_json_root(v->tokenizer_doc), *croot = kipp_json_root(v->config_doc);
+    const json_value *model = kipp_json_get_type(troot, "model", JSON_OBJECT);
     if (troot->type != JSON_OBJECT || !model) {
         rc = kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: no \"model\" object");
         goto fail;
@@ -174,7 +174,7 @@ int kipp_vocab_build(kipp_vocab *v, const char *tokenizer_json, size_t tokenizer
         v->types[id] = KIPP_TOKEN_UNUSED;
     }
     v->pads = pads;
-    v->chat_template = json_get_string(croot, "chat_template");
+    v->chat_template = kipp_json_get_string(croot, "chat_template");
     return KIPP_OK;
 fail:
     kipp_vocab_free(v);
@@ -182,8 +182,8 @@ fail:
 }
 
 void kipp_vocab_free(kipp_vocab *v) {
-    json_free(v->tokenizer_doc);
-    json_free(v->config_doc);
+    kipp_json_free(v->tokenizer_doc);
+    kipp_json_free(v->config_doc);
     free(v->tokens);
     free(v->token_lens);
     free(v->types);

@@ -126,7 +126,7 @@ static int check_keys(const gguf_file *f, const kipp_checkpoint *c, const gguf_k
     char buf[96];
     for (uint64_t i = 0; i < f->n_kv; i++) {
         bool known = false;
-        for (size_t k = 0; k < N_KEYS && !known; k++) known = gguf_str_eq(f->kv[i].key, key_specs[k].key);
+        for (size_t k = 0; k < N_KEYS && !known; k++) known = kipp_gguf_str_eq(f->kv[i].key, key_specs[k].key);
         if (!known) {
             printable(f->kv[i].key, buf, sizeof buf);
             return kipp_fail(err, KIPP_E_FORMAT, "unexpected metadata key '%s'", buf);
@@ -134,7 +134,7 @@ static int check_keys(const gguf_file *f, const kipp_checkpoint *c, const gguf_k
     }
     for (size_t k = 0; k < N_KEYS; k++) {
         const key_spec *s = &key_specs[k];
-        const gguf_kv *kv = gguf_find(f, s->key);
+        const gguf_kv *kv = kipp_gguf_find(f, s->key);
         found[k] = kv;
         bool wanted = s->when == 0 || (s->when == 1 && c && c->variant != KIPP_VARIANT_BASE);
         if (!kv) {
@@ -161,7 +161,7 @@ static const gguf_kv *key_of(const gguf_kv **found, const char *key) {
 }
 
 static int want_string(const gguf_kv *kv, const char *key, const char *value, kipp_error *err) {
-    if (gguf_str_eq(kv->str, value)) return KIPP_OK;
+    if (kipp_gguf_str_eq(kv->str, value)) return KIPP_OK;
     char buf[96];
     printable(kv->str, buf, sizeof buf);
     return kipp_fail(err, KIPP_E_REGISTRY, "metadata '%s' is '%s', expected '%s'", key, buf, value);
@@ -181,8 +181,8 @@ static int want_f32(const gguf_kv *kv, const char *key, float value, kipp_error 
 
 /* Finds the registry entry from the recorded source. */
 static int find_entry(const gguf_file *f, const kipp_checkpoint **out, kipp_error *err) {
-    const gguf_kv *repo = gguf_find(f, "kipp.source.repository");
-    const gguf_kv *rev = gguf_find(f, "kipp.source.revision");
+    const gguf_kv *repo = kipp_gguf_find(f, "kipp.source.repository");
+    const gguf_kv *rev = kipp_gguf_find(f, "kipp.source.revision");
     if (!repo || repo->type != GGUF_TYPE_STRING)
         return kipp_fail(err, KIPP_E_FORMAT, "missing string metadata 'kipp.source.repository': "
                          "not a Kipp artifact");
@@ -308,7 +308,7 @@ static int check_metadata(kipp_artifact *a, const gguf_kv **found, kipp_error *e
         return kipp_fail(err, KIPP_E_FORMAT, "kipp.source.sha256 has %llu entries but kipp.source.files has %llu",
                          (unsigned long long)sums->array_len, (unsigned long long)files->array_len);
     {
-        /* walk the hashes in place (array spans were validated by gguf_parse) */
+        /* walk the hashes in place (array spans were validated by kipp_gguf_parse) */
         const uint8_t *p = sums->array_data;
         for (uint64_t i = 0; i < sums->array_len; i++) {
             uint64_t len = 0;
@@ -410,14 +410,14 @@ static int check_tensors(kipp_artifact *a, kipp_error *err) {
     /* Set differences first: they say what is wrong more plainly than a
      * position mismatch would. Unexpected before missing, so a renamed
      * tensor is reported by its wrong name. */
-    if (c->tied && gguf_find_tensor(f, "output.weight")) {
+    if (c->tied && kipp_gguf_find_tensor(f, "output.weight")) {
         rc = kipp_fail(err, KIPP_E_REGISTRY,
                        "'%s' has a tied output head but the file carries output.weight", c->id);
         goto done;
     }
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         bool known = false;
-        for (size_t k = 0; k < n_exp && !known; k++) known = gguf_str_eq(f->tensors[i].name, e[k].name);
+        for (size_t k = 0; k < n_exp && !known; k++) known = kipp_gguf_str_eq(f->tensors[i].name, e[k].name);
         if (!known) {
             printable(f->tensors[i].name, buf, sizeof buf);
             rc = kipp_fail(err, KIPP_E_FORMAT, "unexpected tensor '%s'", buf);
@@ -425,11 +425,11 @@ static int check_tensors(kipp_artifact *a, kipp_error *err) {
         }
     }
     for (size_t i = 0; i < n_exp; i++)
-        if (!gguf_find_tensor(f, e[i].name)) {
+        if (!kipp_gguf_find_tensor(f, e[i].name)) {
             rc = kipp_fail(err, KIPP_E_FORMAT, "missing tensor '%s'", e[i].name);
             goto done;
         }
-    /* names are unique (gguf_parse) and all expected are present, so the
+    /* names are unique (kipp_gguf_parse) and all expected are present, so the
      * counts now agree; kept as a guard. */
     if (f->n_tensors != n_exp) {
         rc = kipp_fail(err, KIPP_E_FORMAT, "file has %llu tensors, expected %zu",
@@ -441,7 +441,7 @@ static int check_tensors(kipp_artifact *a, kipp_error *err) {
     for (size_t i = 0; i < n_exp; i++) {
         const gguf_tensor *t = &f->tensors[i];
         const expect *x = &e[i];
-        if (!gguf_str_eq(t->name, x->name)) {
+        if (!kipp_gguf_str_eq(t->name, x->name)) {
             printable(t->name, buf, sizeof buf);
             rc = kipp_fail(err, KIPP_E_FORMAT, "tensor %zu is '%s', expected '%s' (canonical order)",
                            i, buf, x->name);
@@ -458,11 +458,11 @@ static int check_tensors(kipp_artifact *a, kipp_error *err) {
             if (is_projection(x))
                 rc = kipp_fail(err, KIPP_E_FORMAT,
                                "tensor '%s' has type %s but kipp.quant.scheme '%s' stores projections as %s",
-                               x->name, ggml_type_name(t->type), kipp_quant_scheme_name(a->quant),
-                               ggml_type_name(x->type));
+                               x->name, kipp_ggml_type_name(t->type), kipp_quant_scheme_name(a->quant),
+                               kipp_ggml_type_name(x->type));
             else
                 rc = kipp_fail(err, KIPP_E_FORMAT, "tensor '%s' has type %s, expected %s", x->name,
-                               ggml_type_name(t->type), ggml_type_name(x->type));
+                               kipp_ggml_type_name(t->type), kipp_ggml_type_name(x->type));
             goto done;
         }
         if (t->offset != offset) {
@@ -471,7 +471,7 @@ static int check_tensors(kipp_artifact *a, kipp_error *err) {
                            x->name, (unsigned long long)t->offset, (unsigned long long)offset);
             goto done;
         }
-        /* Shape and type match, so gguf_parse computed the canonical byte
+        /* Shape and type match, so kipp_gguf_parse computed the canonical byte
          * length and bounds-checked it. */
         offset = (t->offset + t->nbytes + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT *
                  GGUF_DEFAULT_ALIGNMENT;
@@ -497,7 +497,7 @@ done:
 /* ---- open / close ---------------------------------------------------------- */
 
 static int validate(kipp_artifact *a, kipp_error *err) {
-    int rc = gguf_parse(a->map, a->map_size, &a->gguf, err);
+    int rc = kipp_gguf_parse(a->map, a->map_size, &a->gguf, err);
     if (rc) return rc;
     if ((rc = find_entry(&a->gguf, &a->checkpoint, err))) return rc;
     const gguf_kv *found[N_KEYS];
@@ -558,7 +558,7 @@ int kipp_artifact_open(const char *path, kipp_artifact *out, kipp_error *err) {
 
 void kipp_artifact_close(kipp_artifact *a) {
     if (!a) return;
-    gguf_free(&a->gguf);
+    kipp_gguf_free(&a->gguf);
     free(a->weights.layers);
     free((char *)a->chat_template);
     if (a->owns_map && a->map) munmap((void *)a->map, a->map_size);

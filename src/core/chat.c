@@ -62,10 +62,10 @@ static bool ends_with(span s, const char *t) {
     return s.n >= k && !memcmp(s.p + s.n - k, t, k);
 }
 
-static void put(json_buf *b, const char *s) { json_buf_append(b, s, strlen(s)); }
-static void put_span(json_buf *b, span s) { json_buf_append(b, s.p, s.n); }
+static void put(json_buf *b, const char *s) { kipp_json_buf_append(b, s, strlen(s)); }
+static void put_span(json_buf *b, span s) { kipp_json_buf_append(b, s.p, s.n); }
 
-int chat_render_qwen3(const kipp_chat_message *m, size_t n, bool add_generation_prompt,
+int kipp_chat_render_qwen3(const kipp_chat_message *m, size_t n, bool add_generation_prompt,
                       bool enable_thinking, char **text, size_t *length, kipp_error *err) {
     if (!text || !length || (!m && n))
         return kipp_fail(err, KIPP_E_ARGUMENT, "chat render: NULL argument");
@@ -98,7 +98,7 @@ int chat_render_qwen3(const kipp_chat_message *m, size_t n, bool add_generation_
     }
 
     json_buf b = {0};
-    json_buf_append(&b, "", 0); /* an empty conversation still yields "" */
+    kipp_json_buf_append(&b, "", 0); /* an empty conversation still yields "" */
     for (size_t i = 0; i < n; i++) {
         span c = {m[i].content ? m[i].content : "", m[i].content_length};
         bool system = !strcmp(m[i].role, "system");
@@ -141,7 +141,7 @@ int chat_render_qwen3(const kipp_chat_message *m, size_t n, bool add_generation_
         if (!enable_thinking) put(&b, "<think>\n\n</think>\n\n");
     }
     if (b.failed) {
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
         return kipp_fail(err, KIPP_E_MEMORY, "chat render: out of memory");
     }
     *text = b.data;
@@ -159,6 +159,6 @@ int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
                          "%s is a %s checkpoint; chat rendering is implemented for the Qwen3 "
                          "instruct (hybrid thinking) template only",
                          ck->id, kipp_variant_name(ck->variant));
-    return chat_render_qwen3(messages, n_messages, add_generation_prompt, enable_thinking, text,
+    return kipp_chat_render_qwen3(messages, n_messages, add_generation_prompt, enable_thinking, text,
                              length, err);
 }

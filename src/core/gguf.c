@@ -19,7 +19,7 @@
 
 /* ---- types ------------------------------------------------------------ */
 
-const char *ggml_type_name(uint32_t type) {
+const char *kipp_ggml_type_name(uint32_t type) {
     switch (type) {
     case GGML_TYPE_F32: return "F32";
     case GGML_TYPE_F16: return "F16";
@@ -44,14 +44,14 @@ static bool type_block(uint32_t type, uint64_t *elems, uint64_t *bytes) {
     return false;
 }
 
-bool ggml_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes) {
+bool kipp_ggml_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes) {
     uint64_t be, bb;
     if (!type_block(type, &be, &bb)) return false;
     if (n % be != 0) return false;
     return kipp_mul_u64(n / be, bb, bytes);
 }
 
-bool gguf_str_eq(gguf_str s, const char *cstr) {
+bool kipp_gguf_str_eq(gguf_str s, const char *cstr) {
     size_t n = strlen(cstr);
     return s.len == n && (n == 0 || memcmp(s.ptr, cstr, n) == 0);
 }
@@ -251,9 +251,9 @@ static int parse_value(cursor *c, uint32_t type, gguf_kv *kv, const char *what,
 #define MIN_TENSOR_BYTES 32u
 #define GGUF_MAX_COUNT 65536u
 
-int gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err) {
+int kipp_gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err) {
     memset(out, 0, sizeof *out);
-    if (!base && size) return kipp_fail(err, KIPP_E_ARGUMENT, "gguf_parse: NULL image");
+    if (!base && size) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_gguf_parse: NULL image");
     out->base = base;
     out->size = size;
     cursor c = {base, size, 0};
@@ -293,7 +293,7 @@ int gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err
     out->kv = kipp_calloc((size_t)n_kv, sizeof *out->kv, err);
     out->tensors = kipp_calloc((size_t)n_tensors, sizeof *out->tensors, err);
     if (!out->kv || !out->tensors) {
-        gguf_free(out);
+        kipp_gguf_free(out);
         return KIPP_E_MEMORY;
     }
     int rc = KIPP_OK;
@@ -323,7 +323,7 @@ int gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err
                            what, (long long)dup, (unsigned long long)i);
             goto fail;
         }
-        if (gguf_str_eq(kv->key, "general.alignment")) {
+        if (kipp_gguf_str_eq(kv->key, "general.alignment")) {
             uint64_t a = kv->u64;
             if (kv->type != GGUF_TYPE_UINT32 || a == 0 || (a & (a - 1)) != 0) {
                 rc = kipp_fail(err, KIPP_E_FORMAT,
@@ -379,17 +379,17 @@ int gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err
             goto fail;
         }
         t->type = (uint32_t)type;
-        if (!ggml_type_name(t->type)) {
+        if (!kipp_ggml_type_name(t->type)) {
             rc = kipp_fail(err, KIPP_E_FORMAT, "GGUF tensor '%s' has unknown type %u", what, t->type);
             goto fail;
         }
         /* Blocks run along ne0, so each row must hold whole blocks. */
         uint64_t row;
-        if (!ggml_row_bytes(t->type, t->ne[0], &row) ||
+        if (!kipp_ggml_row_bytes(t->type, t->ne[0], &row) ||
             !kipp_mul_u64(row, count / t->ne[0], &t->nbytes)) {
             rc = kipp_fail(err, KIPP_E_FORMAT,
                            "GGUF tensor '%s': row of %llu elements is not whole %s blocks or overflows",
-                           what, (unsigned long long)t->ne[0], ggml_type_name(t->type));
+                           what, (unsigned long long)t->ne[0], kipp_ggml_type_name(t->type));
             goto fail;
         }
         if (t->offset % out->alignment != 0) {
@@ -464,11 +464,11 @@ int gguf_parse(const uint8_t *base, size_t size, gguf_file *out, kipp_error *err
     return KIPP_OK;
 fail:
     free(set.slots);
-    gguf_free(out);
+    kipp_gguf_free(out);
     return rc;
 }
 
-void gguf_free(gguf_file *f) {
+void kipp_gguf_free(gguf_file *f) {
     if (!f) return;
     free(f->kv);
     free(f->tensors);
@@ -477,22 +477,22 @@ void gguf_free(gguf_file *f) {
     f->n_kv = f->n_tensors = 0;
 }
 
-const gguf_kv *gguf_find(const gguf_file *f, const char *key) {
+const gguf_kv *kipp_gguf_find(const gguf_file *f, const char *key) {
     for (uint64_t i = 0; i < f->n_kv; i++)
-        if (gguf_str_eq(f->kv[i].key, key)) return &f->kv[i];
+        if (kipp_gguf_str_eq(f->kv[i].key, key)) return &f->kv[i];
     return NULL;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
+const gguf_tensor *kipp_gguf_find_tensor(const gguf_file *f, const char *name) {
     for (uint64_t i = 0; i < f->n_tensors; i++)
-        if (gguf_str_eq(f->tensors[i].name, name)) return &f->tensors[i];
+        if (kipp_gguf_str_eq(f->tensors[i].name, name)) return &f->tensors[i];
     return NULL;
 }
 
 /* Strings in a validated array: each is u64 length + bytes, all inside
  * [array_data, array_data + array_bytes). Re-checked anyway so a caller
  * passing a hand-made kv cannot read past the span. */
-bool gguf_array_string_at(const gguf_kv *kv, uint64_t i, gguf_str *out) {
+bool kipp_gguf_array_string_at(const gguf_kv *kv, uint64_t i, gguf_str *out) {
     if (kv->type != GGUF_TYPE_ARRAY || kv->array_type != GGUF_TYPE_STRING || i >= kv->array_len)
         return false;
     cursor c = {kv->array_data, kv->array_bytes, 0};
@@ -503,7 +503,7 @@ bool gguf_array_string_at(const gguf_kv *kv, uint64_t i, gguf_str *out) {
     return true;
 }
 
-bool gguf_array_strings(const gguf_kv *kv, gguf_str *out) {
+bool kipp_gguf_array_strings(const gguf_kv *kv, gguf_str *out) {
     if (kv->type != GGUF_TYPE_ARRAY || kv->array_type != GGUF_TYPE_STRING) return false;
     cursor c = {kv->array_data, kv->array_bytes, 0};
     for (uint64_t k = 0; k < kv->array_len; k++)
@@ -581,12 +581,12 @@ struct gguf_writer {
     uint64_t data_pos;  /* bytes written into the data section */
 };
 
-int gguf_writer_create(gguf_writer **out, kipp_error *err) {
+int kipp_gguf_writer_create(gguf_writer **out, kipp_error *err) {
     *out = kipp_calloc(1, sizeof **out, err);
     return *out ? KIPP_OK : KIPP_E_MEMORY;
 }
 
-void gguf_writer_destroy(gguf_writer *w) {
+void kipp_gguf_writer_destroy(gguf_writer *w) {
     if (!w) return;
     free(w->meta.data);
     for (uint64_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
@@ -650,25 +650,25 @@ static int add_scalar(gguf_writer *w, const char *key, uint32_t type, uint64_t b
     return end_kv(w, mark, put_uint(&w->meta, bits, n, err));
 }
 
-int gguf_writer_add_u32(gguf_writer *w, const char *key, uint32_t v, kipp_error *err) {
+int kipp_gguf_writer_add_u32(gguf_writer *w, const char *key, uint32_t v, kipp_error *err) {
     return add_scalar(w, key, GGUF_TYPE_UINT32, v, 4, err);
 }
-int gguf_writer_add_i32(gguf_writer *w, const char *key, int32_t v, kipp_error *err) {
+int kipp_gguf_writer_add_i32(gguf_writer *w, const char *key, int32_t v, kipp_error *err) {
     return add_scalar(w, key, GGUF_TYPE_INT32, (uint32_t)v, 4, err);
 }
-int gguf_writer_add_u64(gguf_writer *w, const char *key, uint64_t v, kipp_error *err) {
+int kipp_gguf_writer_add_u64(gguf_writer *w, const char *key, uint64_t v, kipp_error *err) {
     return add_scalar(w, key, GGUF_TYPE_UINT64, v, 8, err);
 }
-int gguf_writer_add_f32(gguf_writer *w, const char *key, float v, kipp_error *err) {
+int kipp_gguf_writer_add_f32(gguf_writer *w, const char *key, float v, kipp_error *err) {
     uint32_t bits;
     memcpy(&bits, &v, 4);
     return add_scalar(w, key, GGUF_TYPE_FLOAT32, bits, 4, err);
 }
-int gguf_writer_add_bool(gguf_writer *w, const char *key, bool v, kipp_error *err) {
+int kipp_gguf_writer_add_bool(gguf_writer *w, const char *key, bool v, kipp_error *err) {
     return add_scalar(w, key, GGUF_TYPE_BOOL, v ? 1 : 0, 1, err);
 }
 
-int gguf_writer_add_string(gguf_writer *w, const char *key, const char *v, kipp_error *err) {
+int kipp_gguf_writer_add_string(gguf_writer *w, const char *key, const char *v, kipp_error *err) {
     if (!v) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL string for '%s'", key);
     size_t mark = w ? w->meta.len : 0;
     int rc = begin_kv(w, key, GGUF_TYPE_STRING, err);
@@ -676,7 +676,7 @@ int gguf_writer_add_string(gguf_writer *w, const char *key, const char *v, kipp_
     return end_kv(w, mark, put_str(&w->meta, v, strlen(v), err));
 }
 
-int gguf_writer_add_string_array(gguf_writer *w, const char *key, const char *const *strs,
+int kipp_gguf_writer_add_string_array(gguf_writer *w, const char *key, const char *const *strs,
                                  const size_t *lens, size_t n, kipp_error *err) {
     if (n && (!strs || !lens))
         return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL array for '%s'", key);
@@ -689,7 +689,7 @@ int gguf_writer_add_string_array(gguf_writer *w, const char *key, const char *co
     return end_kv(w, mark, rc);
 }
 
-int gguf_writer_add_i32_array(gguf_writer *w, const char *key, const int32_t *v, size_t n,
+int kipp_gguf_writer_add_i32_array(gguf_writer *w, const char *key, const int32_t *v, size_t n,
                               kipp_error *err) {
     if (n && !v) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL array for '%s'", key);
     size_t mark = w ? w->meta.len : 0;
@@ -707,24 +707,24 @@ int gguf_writer_add_i32_array(gguf_writer *w, const char *key, const int32_t *v,
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne,
+int kipp_gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne,
                            uint32_t type, kipp_error *err) {
     if (!w || !name || !ne) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL argument");
     if (w->header_written)
         return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: tensor '%s' added after the header", name);
     if (n_dims < 1 || n_dims > 4)
         return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: tensor '%s' has %u dims", name, n_dims);
-    if (!ggml_type_name(type))
+    if (!kipp_ggml_type_name(type))
         return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: tensor '%s' has unknown type %u", name, type);
     uint64_t count = 1;
     for (uint32_t d = 0; d < n_dims; d++)
         if (ne[d] == 0 || !kipp_mul_u64(count, ne[d], &count))
             return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: tensor '%s' has a bad shape", name);
     uint64_t row, nbytes, end;
-    if (!ggml_row_bytes(type, ne[0], &row) || !kipp_mul_u64(row, count / ne[0], &nbytes))
+    if (!kipp_ggml_row_bytes(type, ne[0], &row) || !kipp_mul_u64(row, count / ne[0], &nbytes))
         return kipp_fail(err, KIPP_E_ARGUMENT,
                          "GGUF writer: tensor '%s' row of %llu is not whole %s blocks", name,
-                         (unsigned long long)ne[0], ggml_type_name(type));
+                         (unsigned long long)ne[0], kipp_ggml_type_name(type));
     if (!kipp_add_u64(w->data_size, nbytes, &end) || end > UINT64_MAX - GGUF_DEFAULT_ALIGNMENT)
         return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: data section size overflow");
     for (size_t i = 0; i < w->n_tensors; i++)
@@ -767,7 +767,7 @@ static int write_zeros(FILE *fp, uint64_t n, kipp_error *err) {
     return KIPP_OK;
 }
 
-int gguf_writer_write_header(gguf_writer *w, FILE *fp, kipp_error *err) {
+int kipp_gguf_writer_write_header(gguf_writer *w, FILE *fp, kipp_error *err) {
     if (!w || !fp) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL argument");
     if (w->header_written) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: header written twice");
     bytebuf b = {0};
@@ -806,7 +806,7 @@ static int pad_to(gguf_writer *w, FILE *fp, uint64_t to, kipp_error *err) {
     return rc;
 }
 
-int gguf_writer_write_data(gguf_writer *w, FILE *fp, size_t index, const void *data, size_t n,
+int kipp_gguf_writer_write_data(gguf_writer *w, FILE *fp, size_t index, const void *data, size_t n,
                            kipp_error *err) {
     if (!w || !fp || (n && !data)) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL argument");
     if (!w->header_written)
@@ -832,7 +832,7 @@ int gguf_writer_write_data(gguf_writer *w, FILE *fp, size_t index, const void *d
     return KIPP_OK;
 }
 
-int gguf_writer_finish(gguf_writer *w, FILE *fp, kipp_error *err) {
+int kipp_gguf_writer_finish(gguf_writer *w, FILE *fp, kipp_error *err) {
     if (!w || !fp) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: NULL argument");
     if (!w->header_written) return kipp_fail(err, KIPP_E_ARGUMENT, "GGUF writer: header not written");
     if (w->n_tensors) {

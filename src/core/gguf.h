@@ -49,10 +49,10 @@ typedef enum ggml_type {
 } ggml_type;
 
 /* Name of a ggml type ("BF16"), or NULL when Kipp does not know it. */
-const char *ggml_type_name(uint32_t type);
+const char *kipp_ggml_type_name(uint32_t type);
 /* Bytes for a row of n elements of type; false if unknown type, n not a
  * multiple of the block size, or overflow. */
-bool ggml_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes);
+bool kipp_ggml_row_bytes(uint32_t type, uint64_t n, uint64_t *bytes);
 
 /* A length-counted string pointing into the file image (not NUL-terminated). */
 typedef struct gguf_str {
@@ -60,7 +60,7 @@ typedef struct gguf_str {
     uint64_t len;
 } gguf_str;
 
-bool gguf_str_eq(gguf_str s, const char *cstr);
+bool kipp_gguf_str_eq(gguf_str s, const char *cstr);
 
 typedef struct gguf_kv {
     gguf_str key;
@@ -104,52 +104,52 @@ typedef struct gguf_file {
  * nested arrays refused, duplicate keys, general.alignment (power of two),
  * tensor dims (1..4, nonzero, product overflow), known types, offset
  * alignment, data in bounds, tensors not overlapping, duplicate names. */
-int gguf_parse(const uint8_t *base, size_t size, gguf_file *out,
+int kipp_gguf_parse(const uint8_t *base, size_t size, gguf_file *out,
                kipp_error *err);
-void gguf_free(gguf_file *f);
+void kipp_gguf_free(gguf_file *f);
 
-const gguf_kv *gguf_find(const gguf_file *f, const char *key);
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
-/* Element i of a STRING array (bounds already validated by gguf_parse;
+const gguf_kv *kipp_gguf_find(const gguf_file *f, const char *key);
+const gguf_tensor *kipp_gguf_find_tensor(const gguf_file *f, const char *name);
+/* Element i of a STRING array (bounds already validated by kipp_gguf_parse;
  * this walks from the start unless an index is built: O(i)). */
-bool gguf_array_string_at(const gguf_kv *kv, uint64_t i, gguf_str *out);
+bool kipp_gguf_array_string_at(const gguf_kv *kv, uint64_t i, gguf_str *out);
 /* Walk all strings of a STRING array in order: fills out[0..array_len). */
-bool gguf_array_strings(const gguf_kv *kv, gguf_str *out);
+bool kipp_gguf_array_strings(const gguf_kv *kv, gguf_str *out);
 
 /* ---- writer ---------------------------------------------------------- */
 
 typedef struct gguf_writer gguf_writer;
 
-int gguf_writer_create(gguf_writer **out, kipp_error *err);
-void gguf_writer_destroy(gguf_writer *w);
+int kipp_gguf_writer_create(gguf_writer **out, kipp_error *err);
+void kipp_gguf_writer_destroy(gguf_writer *w);
 
 /* Metadata, in the order added. Strings are copied. */
-int gguf_writer_add_u32(gguf_writer *w, const char *key, uint32_t v, kipp_error *err);
-int gguf_writer_add_i32(gguf_writer *w, const char *key, int32_t v, kipp_error *err);
-int gguf_writer_add_u64(gguf_writer *w, const char *key, uint64_t v, kipp_error *err);
-int gguf_writer_add_f32(gguf_writer *w, const char *key, float v, kipp_error *err);
-int gguf_writer_add_bool(gguf_writer *w, const char *key, bool v, kipp_error *err);
-int gguf_writer_add_string(gguf_writer *w, const char *key, const char *v, kipp_error *err);
+int kipp_gguf_writer_add_u32(gguf_writer *w, const char *key, uint32_t v, kipp_error *err);
+int kipp_gguf_writer_add_i32(gguf_writer *w, const char *key, int32_t v, kipp_error *err);
+int kipp_gguf_writer_add_u64(gguf_writer *w, const char *key, uint64_t v, kipp_error *err);
+int kipp_gguf_writer_add_f32(gguf_writer *w, const char *key, float v, kipp_error *err);
+int kipp_gguf_writer_add_bool(gguf_writer *w, const char *key, bool v, kipp_error *err);
+int kipp_gguf_writer_add_string(gguf_writer *w, const char *key, const char *v, kipp_error *err);
 /* Arrays: strings are (ptr, len) pairs; copied. */
-int gguf_writer_add_string_array(gguf_writer *w, const char *key,
+int kipp_gguf_writer_add_string_array(gguf_writer *w, const char *key,
                                  const char *const *strs, const size_t *lens,
                                  size_t n, kipp_error *err);
-int gguf_writer_add_i32_array(gguf_writer *w, const char *key,
+int kipp_gguf_writer_add_i32_array(gguf_writer *w, const char *key,
                               const int32_t *v, size_t n, kipp_error *err);
 
 /* Tensor directory, in data order. ne innermost first. */
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
+int kipp_gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
                            const uint64_t *ne, uint32_t type, kipp_error *err);
 
 /* Writes header + metadata + directory + padding to fp. */
-int gguf_writer_write_header(gguf_writer *w, FILE *fp, kipp_error *err);
+int kipp_gguf_writer_write_header(gguf_writer *w, FILE *fp, kipp_error *err);
 /* Streams the data of tensor `index` (must be the next one, in order); may be
  * called several times per tensor with consecutive chunks. Padding between
  * tensors is written automatically; the total per tensor must equal its
  * byte length. */
-int gguf_writer_write_data(gguf_writer *w, FILE *fp, size_t index,
+int kipp_gguf_writer_write_data(gguf_writer *w, FILE *fp, size_t index,
                            const void *data, size_t n, kipp_error *err);
 /* Checks every tensor was fully written. */
-int gguf_writer_finish(gguf_writer *w, FILE *fp, kipp_error *err);
+int kipp_gguf_writer_finish(gguf_writer *w, FILE *fp, kipp_error *err);
 
 #endif

@@ -180,7 +180,7 @@ int kipp_inspect_tensor(const kipp_inspect *ins, size_t i, kipp_tensor_info *out
     memset(out, 0, sizeof *out);
     size_t n = t->name.len < sizeof out->name - 1 ? (size_t)t->name.len : sizeof out->name - 1;
     memcpy(out->name, t->name.ptr, n);
-    out->type = ggml_type_name(t->type);
+    out->type = kipp_ggml_type_name(t->type);
     out->n_dims = t->n_dims;
     memcpy(out->ne, t->ne, sizeof out->ne);
     out->offset = ins->a.gguf.data_offset + t->offset;

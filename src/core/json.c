@@ -570,7 +570,7 @@ static int parse_value(parser *ps, int depth, json_value **out) {
     }
 }
 
-int json_parse(const char *text, size_t length, json_doc **out, kipp_error *err) {
+int kipp_json_parse(const char *text, size_t length, json_doc **out, kipp_error *err) {
     *out = NULL;
     if (!text && length) return kipp_fail(err, KIPP_E_ARGUMENT, "JSON: NULL text");
     json_doc *doc = calloc(1, sizeof *doc);
@@ -591,7 +591,7 @@ int json_parse(const char *text, size_t length, json_doc **out, kipp_error *err)
     }
     free(ps.stack);
     if (rc) {
-        json_free(doc);
+        kipp_json_free(doc);
         return rc;
     }
     doc->root = root;
@@ -599,9 +599,9 @@ int json_parse(const char *text, size_t length, json_doc **out, kipp_error *err)
     return KIPP_OK;
 }
 
-const json_value *json_root(const json_doc *doc) { return doc ? doc->root : NULL; }
+const json_value *kipp_json_root(const json_doc *doc) { return doc ? doc->root : NULL; }
 
-void json_free(json_doc *doc) {
+void kipp_json_free(json_doc *doc) {
     if (!doc) return;
     arena_block *b = doc->blocks;
     while (b) {
@@ -614,7 +614,7 @@ void json_free(json_doc *doc) {
 
 /* ---- lookups -------------------------------------------------------------- */
 
-const json_value *json_get(const json_value *object, const char *key) {
+const json_value *kipp_json_get(const json_value *object, const char *key) {
     if (!object || object->type != JSON_OBJECT || !key) return NULL;
     size_t len = strlen(key);
     /* from the end: the last duplicate wins */
@@ -626,34 +626,34 @@ const json_value *json_get(const json_value *object, const char *key) {
     return NULL;
 }
 
-const json_value *json_get_type(const json_value *object, const char *key, json_type type) {
-    const json_value *v = json_get(object, key);
+const json_value *kipp_json_get_type(const json_value *object, const char *key, json_type type) {
+    const json_value *v = kipp_json_get(object, key);
     return v && v->type == type ? v : NULL;
 }
 
-bool json_get_int64(const json_value *object, const char *key, int64_t *out) {
-    const json_value *v = json_get_type(object, key, JSON_NUMBER);
+bool kipp_json_get_int64(const json_value *object, const char *key, int64_t *out) {
+    const json_value *v = kipp_json_get_type(object, key, JSON_NUMBER);
     if (!v || !v->as.number.is_integer || !v->as.number.fits_int64) return false;
     *out = v->as.number.integer;
     return true;
 }
 
-bool json_get_double(const json_value *object, const char *key, double *out) {
-    const json_value *v = json_get_type(object, key, JSON_NUMBER);
+bool kipp_json_get_double(const json_value *object, const char *key, double *out) {
+    const json_value *v = kipp_json_get_type(object, key, JSON_NUMBER);
     if (!v) return false;
     *out = v->as.number.value;
     return true;
 }
 
-bool json_get_bool(const json_value *object, const char *key, bool *out) {
-    const json_value *v = json_get(object, key);
+bool kipp_json_get_bool(const json_value *object, const char *key, bool *out) {
+    const json_value *v = kipp_json_get(object, key);
     if (!v || (v->type != JSON_TRUE && v->type != JSON_FALSE)) return false;
     *out = v->type == JSON_TRUE;
     return true;
 }
 
-const char *json_get_string(const json_value *object, const char *key) {
-    const json_value *v = json_get_type(object, key, JSON_STRING);
+const char *kipp_json_get_string(const json_value *object, const char *key) {
+    const json_value *v = kipp_json_get_type(object, key, JSON_STRING);
     return v ? v->as.string.chars : NULL;
 }
 
@@ -686,14 +686,14 @@ static bool buf_reserve(json_buf *b, size_t extra) {
     return true;
 }
 
-void json_buf_append(json_buf *b, const char *s, size_t n) {
+void kipp_json_buf_append(json_buf *b, const char *s, size_t n) {
     if (!buf_reserve(b, n)) return;
     if (n) memcpy(b->data + b->length, s, n);
     b->length += n;
     b->data[b->length] = '\0';
 }
 
-void json_buf_appendf(json_buf *b, const char *fmt, ...) {
+void kipp_json_buf_appendf(json_buf *b, const char *fmt, ...) {
     if (b->failed) return;
     va_list ap;
     va_start(ap, fmt);
@@ -705,7 +705,7 @@ void json_buf_appendf(json_buf *b, const char *fmt, ...) {
         return;
     }
     if ((size_t)n < sizeof small) {
-        json_buf_append(b, small, (size_t)n);
+        kipp_json_buf_append(b, small, (size_t)n);
         return;
     }
     if (!buf_reserve(b, (size_t)n)) return;
@@ -719,24 +719,24 @@ void json_buf_appendf(json_buf *b, const char *fmt, ...) {
  * characters become escapes, and bytes that are not well-formed UTF-8 (for
  * example a token that ends mid-character) become U+FFFD, because a JSON
  * text must be UTF-8. */
-void json_buf_append_string(json_buf *b, const char *s, size_t n) {
+void kipp_json_buf_append_string(json_buf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    json_buf_append(b, "\"", 1);
+    kipp_json_buf_append(b, "\"", 1);
     while (p < end && !b->failed) {
         /* copy the longest run that needs no escaping in one append */
         const unsigned char *run = p;
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
-        if (p > run) json_buf_append(b, (const char *)run, (size_t)(p - run));
+        if (p > run) kipp_json_buf_append(b, (const char *)run, (size_t)(p - run));
         if (p >= end) break;
         unsigned char c = *p;
         if (c >= 0x80) {
             size_t len = utf8_sequence_length(p, end);
             if (len) {
-                json_buf_append(b, (const char *)p, len);
+                kipp_json_buf_append(b, (const char *)p, len);
                 p += len;
             } else {
-                json_buf_append(b, "\\ufffd", 6);
+                kipp_json_buf_append(b, "\\ufffd", 6);
                 p++;
             }
             continue;
@@ -760,13 +760,13 @@ void json_buf_append_string(json_buf *b, const char *s, size_t n) {
             esc[5] = hex[c & 15];
             elen = 6;
         }
-        json_buf_append(b, esc, elen);
+        kipp_json_buf_append(b, esc, elen);
         p++;
     }
-    json_buf_append(b, "\"", 1);
+    kipp_json_buf_append(b, "\"", 1);
 }
 
-void json_buf_free(json_buf *b) {
+void kipp_json_buf_free(json_buf *b) {
     if (!b) return;
     free(b->data);
     b->data = NULL;

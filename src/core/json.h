@@ -57,20 +57,20 @@ typedef struct json_doc json_doc;
 
 /* Parses exactly one value (surrounding whitespace allowed). On failure,
  * err says what and at which byte offset. */
-int json_parse(const char *text, size_t length, json_doc **out,
+int kipp_json_parse(const char *text, size_t length, json_doc **out,
                kipp_error *err);
-const json_value *json_root(const json_doc *doc);
-void json_free(json_doc *doc);
+const json_value *kipp_json_root(const json_doc *doc);
+void kipp_json_free(json_doc *doc);
 
 /* Lookups: NULL when absent or of another type. Duplicate keys: last wins. */
-const json_value *json_get(const json_value *object, const char *key);
-const json_value *json_get_type(const json_value *object, const char *key,
+const json_value *kipp_json_get(const json_value *object, const char *key);
+const json_value *kipp_json_get_type(const json_value *object, const char *key,
                                 json_type type);
 /* Typed getters return false when absent or mistyped. */
-bool json_get_int64(const json_value *object, const char *key, int64_t *out);
-bool json_get_double(const json_value *object, const char *key, double *out);
-bool json_get_bool(const json_value *object, const char *key, bool *out);
-const char *json_get_string(const json_value *object, const char *key);
+bool kipp_json_get_int64(const json_value *object, const char *key, int64_t *out);
+bool kipp_json_get_double(const json_value *object, const char *key, double *out);
+bool kipp_json_get_bool(const json_value *object, const char *key, bool *out);
+const char *kipp_json_get_string(const json_value *object, const char *key);
 
 /* Appends s as a JSON string literal (quotes, escapes) to a growable buffer. */
 typedef struct json_buf {
@@ -79,10 +79,10 @@ typedef struct json_buf {
     size_t capacity;
     bool failed; /* allocation failed; data is unusable */
 } json_buf;
-void json_buf_append(json_buf *b, const char *s, size_t n);
-void json_buf_appendf(json_buf *b, const char *fmt, ...)
+void kipp_json_buf_append(json_buf *b, const char *s, size_t n);
+void kipp_json_buf_appendf(json_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void json_buf_append_string(json_buf *b, const char *s, size_t n);
-void json_buf_free(json_buf *b);
+void kipp_json_buf_append_string(json_buf *b, const char *s, size_t n);
+void kipp_json_buf_free(json_buf *b);
 
 #endif

@@ -501,7 +501,7 @@ int kipp_tokenizer_create(const kipp_artifact *a, kipp_tokenizer **out, kipp_err
     int32_t *types = kipp_calloc(n, sizeof *types, err);
     int rc = KIPP_E_MEMORY;
     if (!toks || !merges || !types) goto done;
-    if (!gguf_array_strings(tk, toks) || (m && !gguf_array_strings(mg, merges))) {
+    if (!kipp_gguf_array_strings(tk, toks) || (m && !kipp_gguf_array_strings(mg, merges))) {
         rc = kipp_fail(err, KIPP_E_FORMAT, "tokenizer metadata: unreadable string array");
         goto done;
     }

@@ -36,7 +36,7 @@ static bool present(const json_value *v) { return v && v->type != JSON_NULL; }
 
 static int get_int(const json_value *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    api_error *e) {
-    const json_value *v = json_get(o, key);
+    const json_value *v = kipp_json_get(o, key);
     if (!present(v)) return 0;
     if (v->type != JSON_NUMBER || !v->as.number.is_integer || !v->as.number.fits_int64)
         return bad(e, 400, key, "'%s' must be an integer", key);
@@ -49,7 +49,7 @@ static int get_int(const json_value *o, const char *key, int64_t lo, int64_t hi,
 
 static int get_float(const json_value *o, const char *key, double lo, double hi, float *out,
                      api_error *e) {
-    const json_value *v = json_get(o, key);
+    const json_value *v = kipp_json_get(o, key);
     if (!present(v)) return 0;
     if (v->type != JSON_NUMBER || !isfinite(v->as.number.value))
         return bad(e, 400, key, "'%s' must be a number", key);
@@ -60,7 +60,7 @@ static int get_float(const json_value *o, const char *key, double lo, double hi,
 }
 
 static int get_bool(const json_value *o, const char *key, bool *out, api_error *e) {
-    const json_value *v = json_get(o, key);
+    const json_value *v = kipp_json_get(o, key);
     if (!present(v)) return 0;
     if (v->type != JSON_TRUE && v->type != JSON_FALSE)
         return bad(e, 400, key, "'%s' must be a boolean", key);
@@ -140,7 +140,7 @@ static int tokenize(kipp_model *m, const char *text, size_t n, api_request *r, a
 }
 
 static int parse_prompt(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
-    const json_value *p = json_get(root, "prompt");
+    const json_value *p = kipp_json_get(root, "prompt");
     if (!present(p)) return bad(e, 400, "prompt", "'prompt' is required");
     if (p->type == JSON_ARRAY && p->as.array.count == 1 &&
         p->as.array.items[0]->type == JSON_STRING)
@@ -168,11 +168,11 @@ static int parse_prompt(kipp_model *m, const json_value *root, api_request *r, a
 }
 
 static int parse_messages(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
-    const json_value *msgs = json_get(root, "messages");
+    const json_value *msgs = kipp_json_get(root, "messages");
     if (!msgs || msgs->type != JSON_ARRAY || msgs->as.array.count == 0)
         return bad(e, 400, "messages", "'messages' must be a non-empty array");
     bool thinking = true;
-    const json_value *kw = json_get(root, "chat_template_kwargs");
+    const json_value *kw = kipp_json_get(root, "chat_template_kwargs");
     if (present(kw)) {
         if (kw->type != JSON_OBJECT)
             return bad(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
@@ -200,9 +200,9 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
                          "content, reasoning_content)", i, key);
         }
         if (rc) break;
-        const char *role = json_get_string(msg, "role");
-        const json_value *c = json_get(msg, "content");
-        const json_value *rs = json_get(msg, "reasoning_content");
+        const char *role = kipp_json_get_string(msg, "role");
+        const json_value *c = kipp_json_get(msg, "content");
+        const json_value *rs = kipp_json_get(msg, "reasoning_content");
         if (!role) rc = bad(e, 400, "messages", "messages[%zu].role must be a string", i);
         else if (!c || c->type != JSON_STRING)
             rc = bad(e, 400, "messages", "messages[%zu].content must be a string (content parts "
@@ -230,7 +230,7 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
 /* ---- sampling and stops --------------------------------------------------- */
 
 static int parse_logit_bias(const json_value *root, api_request *r, api_error *e) {
-    const json_value *lb = json_get(root, "logit_bias");
+    const json_value *lb = kipp_json_get(root, "logit_bias");
     if (!present(lb)) return 0;
     if (lb->type != JSON_OBJECT)
         return bad(e, 400, "logit_bias", "'logit_bias' must be an object of token id -> bias");
@@ -274,7 +274,7 @@ static int add_stop(api_request *r, const json_value *s, api_error *e) {
 }
 
 static int parse_stops(const json_value *root, api_request *r, api_error *e) {
-    const json_value *st = json_get(root, "stop");
+    const json_value *st = kipp_json_get(root, "stop");
     if (!present(st)) return 0;
     if (st->type != JSON_ARRAY) return add_stop(r, st, e);
     for (size_t i = 0; i < st->as.array.count; i++)
@@ -315,16 +315,16 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
     r->kind = kind;
     kipp_error kerr = {0};
     json_doc *doc = NULL;
-    if (json_parse(body, length, &doc, &kerr))
+    if (kipp_json_parse(body, length, &doc, &kerr))
         return bad(e, 400, "", "request body is not valid JSON: %s", kerr.message);
-    const json_value *root = json_root(doc);
+    const json_value *root = kipp_json_root(doc);
     int rc = 1;
     if (root->type != JSON_OBJECT) {
         bad(e, 400, "", "request body must be a JSON object");
         goto done;
     }
     if (check_fields(root, kind, e)) goto done;
-    const json_value *model = json_get(root, "model");
+    const json_value *model = kipp_json_get(root, "model");
     const char *id = kipp_model_checkpoint(m)->id;
     if (present(model) && (model->type != JSON_STRING || strcmp(model->as.string.chars, id))) {
         bad(e, 404, "model", "model '%s' is not served here (this server serves '%s')",
@@ -341,7 +341,7 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
         goto done;
     r->top_logprobs = -1;
     if (kind == API_COMPLETIONS) {
-        const json_value *lp = json_get(root, "logprobs");
+        const json_value *lp = kipp_json_get(root, "logprobs");
         int64_t k = -1;
         if (present(lp) && lp->type != JSON_FALSE && get_int(root, "logprobs", 0, 5, &k, e))
             goto done;
@@ -358,7 +358,7 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
         }
         r->top_logprobs = want ? (int32_t)(k < 0 ? 0 : k) : -1;
     }
-    const json_value *so = json_get(root, "stream_options");
+    const json_value *so = kipp_json_get(root, "stream_options");
     if (present(so)) {
         if (!r->stream) {
             bad(e, 400, "stream_options", "'stream_options' is only allowed with stream: true");
@@ -400,7 +400,7 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
     r->max_tokens = (uint32_t)max_tokens;
     rc = 0;
 done:
-    json_free(doc);
+    kipp_json_free(doc);
     if (rc) api_request_free(r);
     return rc;
 }
@@ -426,43 +426,43 @@ void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_mode
 }
 
 void api_format_error(json_buf *b, const api_error *e) {
-    json_buf_appendf(b, "{\"error\":{\"message\":");
-    json_buf_append_string(b, e->message, strlen(e->message));
-    json_buf_appendf(b, ",\"type\":\"%s\",\"param\":", e->type ? e->type : "invalid_request_error");
-    if (e->param[0]) json_buf_append_string(b, e->param, strlen(e->param));
-    else json_buf_appendf(b, "null");
-    json_buf_appendf(b, ",\"code\":null}}");
+    kipp_json_buf_appendf(b, "{\"error\":{\"message\":");
+    kipp_json_buf_append_string(b, e->message, strlen(e->message));
+    kipp_json_buf_appendf(b, ",\"type\":\"%s\",\"param\":", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) kipp_json_buf_append_string(b, e->param, strlen(e->param));
+    else kipp_json_buf_appendf(b, "null");
+    kipp_json_buf_appendf(b, ",\"code\":null}}");
 }
 
 static void put_note(json_buf *b, bool synthetic) {
-    json_buf_appendf(b, ",\"system_fingerprint\":\"kipp-%s%s\"", KIPP_VERSION_STRING,
+    kipp_json_buf_appendf(b, ",\"system_fingerprint\":\"kipp-%s%s\"", KIPP_VERSION_STRING,
                      synthetic ? "-synthetic-random-weights" : "");
-    if (synthetic) json_buf_appendf(b, ",\"kipp_note\":\"%s\"", SYNTHETIC_NOTE);
+    if (synthetic) kipp_json_buf_appendf(b, ",\"kipp_note\":\"%s\"", SYNTHETIC_NOTE);
 }
 
 void api_format_models(json_buf *b, const kipp_model *m, long long created) {
     const kipp_checkpoint *ck = kipp_model_checkpoint(m);
-    json_buf_appendf(b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    json_buf_append_string(b, ck->id, strlen(ck->id));
-    json_buf_appendf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"kipp\","
+    kipp_json_buf_appendf(b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    kipp_json_buf_append_string(b, ck->id, strlen(ck->id));
+    kipp_json_buf_appendf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"kipp\","
                      "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
                      "\"chat\":%s,\"synthetic\":%s",
                      created, kipp_variant_name(ck->variant), ck->context,
                      kipp_model_quant_scheme(m), ck->variant == KIPP_VARIANT_INSTRUCT ? "true" : "false",
                      ck->synthetic ? "true" : "false");
-    if (ck->synthetic) json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
-    json_buf_appendf(b, "}]}");
+    if (ck->synthetic) kipp_json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
+    kipp_json_buf_appendf(b, "}]}");
 }
 
 static void put_head(json_buf *b, const api_response_ctx *ctx, const char *object) {
-    json_buf_appendf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", ctx->id,
+    kipp_json_buf_appendf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", ctx->id,
                      object, ctx->created);
-    json_buf_append_string(b, ctx->model_id, strlen(ctx->model_id));
+    kipp_json_buf_append_string(b, ctx->model_id, strlen(ctx->model_id));
     put_note(b, ctx->synthetic);
 }
 
 static void put_usage(json_buf *b, const sched_job_stats *st) {
-    json_buf_appendf(b, "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,"
+    kipp_json_buf_appendf(b, "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,"
                      "\"total_tokens\":%u}",
                      st->prompt_tokens, st->completion_tokens,
                      st->prompt_tokens + st->completion_tokens);
@@ -473,7 +473,7 @@ static void put_usage(json_buf *b, const sched_job_stats *st) {
 static void put_timings(json_buf *b, const sched_job_stats *st) {
     double pms = st->prompt_seconds * 1e3, dms = st->decode_seconds * 1e3;
     uint32_t dn = st->completion_tokens;
-    json_buf_appendf(b, "\"timings\":{\"prompt_n\":%u,\"prompt_ms\":%.3f,"
+    kipp_json_buf_appendf(b, "\"timings\":{\"prompt_n\":%u,\"prompt_ms\":%.3f,"
                      "\"prompt_per_token_ms\":%.3f,\"prompt_per_second\":%.3f,"
                      "\"predicted_n\":%u,\"predicted_ms\":%.3f,\"predicted_per_token_ms\":%.3f,"
                      "\"predicted_per_second\":%.3f,\"queue_ms\":%.3f}",
@@ -490,82 +490,82 @@ static void put_token(json_buf *b, const kipp_model *m, int32_t id, bool with_by
     size_t n = 0;
     kipp_error err;
     if (kipp_detokenize(m, &id, 1, &t, &n, &err) != KIPP_OK) n = 0;
-    json_buf_append_string(b, t ? t : "", n);
+    kipp_json_buf_append_string(b, t ? t : "", n);
     if (with_bytes) {
-        json_buf_appendf(b, ",\"bytes\":[");
-        for (size_t i = 0; i < n; i++) json_buf_appendf(b, "%s%u", i ? "," : "", (unsigned char)t[i]);
-        json_buf_appendf(b, "]");
+        kipp_json_buf_appendf(b, ",\"bytes\":[");
+        for (size_t i = 0; i < n; i++) kipp_json_buf_appendf(b, "%s%u", i ? "," : "", (unsigned char)t[i]);
+        kipp_json_buf_appendf(b, "]");
     }
     if (length) *length = n;
     free(t);
 }
 
 static void put_lp(json_buf *b, double v) {
-    if (isfinite(v)) json_buf_appendf(b, "%.6g", v);
-    else json_buf_appendf(b, "-9999.0"); /* JSON has no -Infinity; OpenAI uses -9999 */
+    if (isfinite(v)) kipp_json_buf_appendf(b, "%.6g", v);
+    else kipp_json_buf_appendf(b, "-9999.0"); /* JSON has no -Infinity; OpenAI uses -9999 */
 }
 
 /* The value of a choice's "logprobs" field. */
 static void put_logprobs(json_buf *b, const api_response_ctx *ctx, const api_logprobs *lp) {
     if (!lp || !lp->infos) {
-        json_buf_appendf(b, "null");
+        kipp_json_buf_appendf(b, "null");
         return;
     }
     const kipp_model *m = ctx->model;
     if (ctx->kind == API_CHAT) {
-        json_buf_appendf(b, "{\"content\":[");
+        kipp_json_buf_appendf(b, "{\"content\":[");
         for (size_t i = 0; i < lp->n; i++) {
             const sched_token_info *t = &lp->infos[i];
-            json_buf_appendf(b, "%s{\"token\":", i ? "," : "");
+            kipp_json_buf_appendf(b, "%s{\"token\":", i ? "," : "");
             put_token(b, m, t->id, true, NULL);
-            json_buf_appendf(b, ",\"logprob\":");
+            kipp_json_buf_appendf(b, ",\"logprob\":");
             put_lp(b, t->logprob);
-            json_buf_appendf(b, ",\"top_logprobs\":[");
+            kipp_json_buf_appendf(b, ",\"top_logprobs\":[");
             for (uint32_t k = 0; k < t->n_top; k++) {
-                json_buf_appendf(b, "%s{\"token\":", k ? "," : "");
+                kipp_json_buf_appendf(b, "%s{\"token\":", k ? "," : "");
                 put_token(b, m, t->top_id[k], true, NULL);
-                json_buf_appendf(b, ",\"logprob\":");
+                kipp_json_buf_appendf(b, ",\"logprob\":");
                 put_lp(b, t->top_logprob[k]);
-                json_buf_appendf(b, "}");
+                kipp_json_buf_appendf(b, "}");
             }
-            json_buf_appendf(b, "]}");
+            kipp_json_buf_appendf(b, "]}");
         }
-        json_buf_appendf(b, "]}");
+        kipp_json_buf_appendf(b, "]}");
         return;
     }
     /* legacy: parallel arrays; text_offset counts bytes of the generated text */
-    json_buf_appendf(b, "{\"tokens\":[");
+    kipp_json_buf_appendf(b, "{\"tokens\":[");
     size_t offsets_start = lp->text_offset ? *lp->text_offset : 0, off = offsets_start;
     for (size_t i = 0; i < lp->n; i++) {
-        if (i) json_buf_appendf(b, ",");
+        if (i) kipp_json_buf_appendf(b, ",");
         put_token(b, m, lp->infos[i].id, false, NULL);
     }
-    json_buf_appendf(b, "],\"token_logprobs\":[");
+    kipp_json_buf_appendf(b, "],\"token_logprobs\":[");
     for (size_t i = 0; i < lp->n; i++) {
-        if (i) json_buf_appendf(b, ",");
+        if (i) kipp_json_buf_appendf(b, ",");
         put_lp(b, lp->infos[i].logprob);
     }
-    json_buf_appendf(b, "],\"top_logprobs\":[");
+    kipp_json_buf_appendf(b, "],\"top_logprobs\":[");
     for (size_t i = 0; i < lp->n; i++) {
-        json_buf_appendf(b, "%s{", i ? "," : "");
+        kipp_json_buf_appendf(b, "%s{", i ? "," : "");
         for (uint32_t k = 0; k < lp->infos[i].n_top; k++) {
-            if (k) json_buf_appendf(b, ",");
+            if (k) kipp_json_buf_appendf(b, ",");
             put_token(b, m, lp->infos[i].top_id[k], false, NULL);
-            json_buf_appendf(b, ":");
+            kipp_json_buf_appendf(b, ":");
             put_lp(b, lp->infos[i].top_logprob[k]);
         }
-        json_buf_appendf(b, "}");
+        kipp_json_buf_appendf(b, "}");
     }
-    json_buf_appendf(b, "],\"text_offset\":[");
+    kipp_json_buf_appendf(b, "],\"text_offset\":[");
     for (size_t i = 0; i < lp->n; i++) {
-        json_buf_appendf(b, "%s%zu", i ? "," : "", off);
+        kipp_json_buf_appendf(b, "%s%zu", i ? "," : "", off);
         char *t = NULL;
         size_t n = 0;
         kipp_error err;
         if (kipp_detokenize(m, &lp->infos[i].id, 1, &t, &n, &err) == KIPP_OK) off += n;
         free(t);
     }
-    json_buf_appendf(b, "]}");
+    kipp_json_buf_appendf(b, "]}");
     if (lp->text_offset) *lp->text_offset = off;
 }
 
@@ -574,58 +574,58 @@ void api_format_response(json_buf *b, const api_response_ctx *ctx, char *const *
                          const api_logprobs *lp, uint32_t n, const sched_job_stats *st) {
     bool chat = ctx->kind == API_CHAT;
     put_head(b, ctx, chat ? "chat.completion" : "text_completion");
-    json_buf_appendf(b, ",\"choices\":[");
+    kipp_json_buf_appendf(b, ",\"choices\":[");
     for (uint32_t i = 0; i < n; i++) {
-        json_buf_appendf(b, "%s{\"index\":%u,", i ? "," : "", i);
+        kipp_json_buf_appendf(b, "%s{\"index\":%u,", i ? "," : "", i);
         if (chat) {
-            json_buf_appendf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
-            json_buf_appendf(b, "},");
+            kipp_json_buf_appendf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            kipp_json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
+            kipp_json_buf_appendf(b, "},");
         } else {
-            json_buf_appendf(b, "\"text\":");
-            json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
-            json_buf_appendf(b, ",");
+            kipp_json_buf_appendf(b, "\"text\":");
+            kipp_json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
+            kipp_json_buf_appendf(b, ",");
         }
-        json_buf_appendf(b, "\"logprobs\":");
+        kipp_json_buf_appendf(b, "\"logprobs\":");
         put_logprobs(b, ctx, lp ? &lp[i] : NULL);
-        json_buf_appendf(b, ",\"finish_reason\":\"%s\"}", finish[i]);
+        kipp_json_buf_appendf(b, ",\"finish_reason\":\"%s\"}", finish[i]);
     }
-    json_buf_appendf(b, "],");
+    kipp_json_buf_appendf(b, "],");
     put_usage(b, st);
-    json_buf_appendf(b, ",");
+    kipp_json_buf_appendf(b, ",");
     put_timings(b, st);
-    json_buf_appendf(b, "}");
+    kipp_json_buf_appendf(b, "}");
 }
 
 static void chunk_open(json_buf *b, const api_response_ctx *ctx, uint32_t choice) {
     bool chat = ctx->kind == API_CHAT;
     put_head(b, ctx, chat ? "chat.completion.chunk" : "text_completion");
-    json_buf_appendf(b, ",\"choices\":[{\"index\":%u,", choice);
+    kipp_json_buf_appendf(b, ",\"choices\":[{\"index\":%u,", choice);
 }
 
 void api_format_chunk_start(json_buf *b, const api_response_ctx *ctx, uint32_t choice) {
     chunk_open(b, ctx, choice);
-    json_buf_appendf(b, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+    kipp_json_buf_appendf(b, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
                      "\"finish_reason\":null}]}");
 }
 
 void api_format_chunk_text(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
                            const char *text, size_t length, const api_logprobs *lp) {
     chunk_open(b, ctx, choice);
-    json_buf_appendf(b, ctx->kind == API_CHAT ? "\"delta\":{\"content\":" : "\"text\":");
-    json_buf_append_string(b, text, length);
-    json_buf_appendf(b, "%s,\"logprobs\":", ctx->kind == API_CHAT ? "}" : "");
+    kipp_json_buf_appendf(b, ctx->kind == API_CHAT ? "\"delta\":{\"content\":" : "\"text\":");
+    kipp_json_buf_append_string(b, text, length);
+    kipp_json_buf_appendf(b, "%s,\"logprobs\":", ctx->kind == API_CHAT ? "}" : "");
     put_logprobs(b, ctx, lp);
-    json_buf_appendf(b, ",\"finish_reason\":null}]}");
+    kipp_json_buf_appendf(b, ",\"finish_reason\":null}]}");
 }
 
 void api_format_chunk_finish(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
                              const char *finish_reason, const api_logprobs *lp) {
     chunk_open(b, ctx, choice);
-    json_buf_appendf(b, "%s,\"logprobs\":",
+    kipp_json_buf_appendf(b, "%s,\"logprobs\":",
                      ctx->kind == API_CHAT ? "\"delta\":{}" : "\"text\":\"\"");
     put_logprobs(b, ctx, lp);
-    json_buf_appendf(b, ",\"finish_reason\":\"%s\"}]}", finish_reason);
+    kipp_json_buf_appendf(b, ",\"finish_reason\":\"%s\"}]}", finish_reason);
 }
 
 /* The last chunk, sent only for stream_options.include_usage (as OpenAI
@@ -633,9 +633,9 @@ void api_format_chunk_finish(json_buf *b, const api_response_ctx *ctx, uint32_t 
 void api_format_chunk_usage(json_buf *b, const api_response_ctx *ctx, const sched_job_stats *st) {
     bool chat = ctx->kind == API_CHAT;
     put_head(b, ctx, chat ? "chat.completion.chunk" : "text_completion");
-    json_buf_appendf(b, ",\"choices\":[],");
+    kipp_json_buf_appendf(b, ",\"choices\":[],");
     put_usage(b, st);
-    json_buf_appendf(b, ",");
+    kipp_json_buf_appendf(b, ",");
     put_timings(b, st);
-    json_buf_appendf(b, "}");
+    kipp_json_buf_appendf(b, "}");
 }

@@ -96,7 +96,7 @@ static double now(void) {
 
 /* ---- output ---------------------------------------------------------------- */
 
-static void out_raw(conn *c, const char *s, size_t n) { json_buf_append(&c->out, s, n); }
+static void out_raw(conn *c, const char *s, size_t n) { kipp_json_buf_append(&c->out, s, n); }
 
 static void respond(conn *c, int status, const char *type, const char *body, size_t n,
                     const char *extra) {
@@ -125,7 +125,7 @@ static void respond_error(conn *c, int status, const char *param, const char *me
     json_buf b = {0};
     api_format_error(&b, &e);
     respond_json(c, status, &b);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 }
 
 static void sse_send(conn *c, json_buf *payload) {
@@ -162,14 +162,14 @@ static const api_logprobs *pending_lp(conn *c, uint32_t choice, api_logprobs *lp
 static void ev_text(void *owner, uint32_t choice, const char *text, size_t n) {
     conn *c = owner;
     if (!c->stream) {
-        json_buf_append(&c->texts[choice], text, n);
+        kipp_json_buf_append(&c->texts[choice], text, n);
         return;
     }
     json_buf b = {0};
     api_logprobs lp;
     api_format_chunk_text(&b, &c->ctx, choice, text, n, pending_lp(c, choice, &lp));
     sse_send(c, &b);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 }
 
 static void ev_choice_done(void *owner, uint32_t choice, const char *reason) {
@@ -180,12 +180,12 @@ static void ev_choice_done(void *owner, uint32_t choice, const char *reason) {
     api_logprobs lp;
     api_format_chunk_finish(&b, &c->ctx, choice, reason, pending_lp(c, choice, &lp));
     sse_send(c, &b);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 }
 
 static void free_job_buffers(conn *c) {
     for (uint32_t i = 0; i < SCHED_MAX_CHOICES; i++) {
-        json_buf_free(&c->texts[i]);
+        kipp_json_buf_free(&c->texts[i]);
         free(c->lp[i]);
     }
     memset(c->texts, 0, sizeof c->texts);
@@ -226,7 +226,7 @@ static void ev_job_done(void *owner, const sched_job_stats *st) {
                             c->n_choices, st);
         respond_json(c, 200, &b);
     }
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
     end_job(c);
 }
 
@@ -238,7 +238,7 @@ static void ev_job_failed(void *owner, const char *message) {
         json_buf b = {0};
         api_format_error(&b, &e);
         sse_send(c, &b);
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
         out_raw(c, "data: [DONE]\n\n", 14);
         c->state = C_CLOSING;
     } else {
@@ -257,15 +257,15 @@ static void handle_metrics(conn *c) {
     sched_metrics m;
     sched_get_metrics(s->sched, &m);
     json_buf b = {0};
-    json_buf_appendf(&b, "# HELP kipp_http_requests_total HTTP requests by endpoint.\n"
+    kipp_json_buf_appendf(&b, "# HELP kipp_http_requests_total HTTP requests by endpoint.\n"
                          "# TYPE kipp_http_requests_total counter\n");
     for (int e = 0; e < EP_N; e++)
-        json_buf_appendf(&b, "kipp_http_requests_total{endpoint=\"%s\"} %llu\n",
+        kipp_json_buf_appendf(&b, "kipp_http_requests_total{endpoint=\"%s\"} %llu\n",
                          ENDPOINT_NAMES[e], (unsigned long long)s->requests[e]);
-    json_buf_appendf(&b, "# HELP kipp_http_responses_total HTTP responses by status class.\n"
+    kipp_json_buf_appendf(&b, "# HELP kipp_http_responses_total HTTP responses by status class.\n"
                          "# TYPE kipp_http_responses_total counter\n");
     for (int k = 2; k <= 5; k++)
-        json_buf_appendf(&b, "kipp_http_responses_total{class=\"%dxx\"} %llu\n", k,
+        kipp_json_buf_appendf(&b, "kipp_http_responses_total{class=\"%dxx\"} %llu\n", k,
                          (unsigned long long)s->status_class[k]);
     struct { const char *name, *type, *help; unsigned long long v; } rows[] = {
         {"kipp_jobs_submitted_total", "counter", "Completion jobs queued.", m.jobs_submitted},
@@ -289,10 +289,10 @@ static void handle_metrics(conn *c) {
          s->disconnects},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        json_buf_appendf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
+        kipp_json_buf_appendf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
                          rows[i].name, rows[i].type, rows[i].name, rows[i].v);
     respond(c, 200, "text/plain; version=0.0.4", b.data, b.length, NULL);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 }
 
 static void handle_completion(conn *c, api_kind kind, const http_request *req) {
@@ -303,7 +303,7 @@ static void handle_completion(conn *c, api_kind kind, const http_request *req) {
         json_buf b = {0};
         api_format_error(&b, &e);
         respond_json(c, e.status ? e.status : 400, &b);
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
         return;
     }
     sched_request sr = {.prompt = r.prompt, .n_prompt = r.n_prompt, .n_choices = r.n,
@@ -336,7 +336,7 @@ static void handle_completion(conn *c, api_kind kind, const http_request *req) {
                 api_format_chunk_start(&b, &c->ctx, i);
                 sse_send(c, &b);
             }
-            json_buf_free(&b);
+            kipp_json_buf_free(&b);
         }
     }
 }
@@ -362,10 +362,10 @@ static void route(conn *c, const http_request *req) {
         json_buf b = {0};
         switch (ROUTES[i].ep) {
         case EP_HEALTH:
-            json_buf_appendf(&b, "{\"status\":\"ok\",\"model\":");
-            json_buf_append_string(&b, kipp_model_checkpoint(s->model)->id,
+            kipp_json_buf_appendf(&b, "{\"status\":\"ok\",\"model\":");
+            kipp_json_buf_append_string(&b, kipp_model_checkpoint(s->model)->id,
                                    strlen(kipp_model_checkpoint(s->model)->id));
-            json_buf_appendf(&b, ",\"synthetic\":%s}",
+            kipp_json_buf_appendf(&b, ",\"synthetic\":%s}",
                              kipp_model_checkpoint(s->model)->synthetic ? "true" : "false");
             respond_json(c, 200, &b);
             break;
@@ -378,7 +378,7 @@ static void route(conn *c, const http_request *req) {
         case EP_CHAT: handle_completion(c, API_CHAT, req); break;
         default: break;
         }
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
         return;
     }
     s->requests[EP_OTHER]++;
@@ -427,7 +427,7 @@ static void conn_close(conn *c) {
     }
     close(c->fd);
     free(c->in);
-    json_buf_free(&c->out);
+    kipp_json_buf_free(&c->out);
     free_job_buffers(c);
     server *s = c->srv;
     memset(c, 0, sizeof *c);

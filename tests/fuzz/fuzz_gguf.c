@@ -1,6 +1,6 @@
 /* libFuzzer target for the GGUF reader and the strict loader:
  *   make fuzz-gguf FUZZ_SECONDS=30
- * Every input goes through kipp_artifact_open_memory (gguf_parse, then the
+ * Every input goes through kipp_artifact_open_memory (kipp_gguf_parse, then the
  * registry/metadata/tensor checks). Inputs that parse as GGUF also have
  * every string array walked with the accessors, which must stay inside the
  * image. Seeds: tests/fuzz/seeds-gguf (made by tests/fuzz/make_seeds_gguf.py). */
@@ -18,16 +18,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (kipp_artifact_open_memory(data, size, &a, &err) == 0) kipp_artifact_close(&a);
 
     gguf_file f;
-    if (gguf_parse(data, size, &f, &err) != 0) return 0;
+    if (kipp_gguf_parse(data, size, &f, &err) != 0) return 0;
     for (uint64_t i = 0; i < f.n_kv; i++) {
         const gguf_kv *kv = &f.kv[i];
         if (kv->type != GGUF_TYPE_ARRAY || kv->array_type != GGUF_TYPE_STRING || !kv->array_len)
             continue;
         gguf_str *all = malloc((size_t)kv->array_len * sizeof *all);
         if (all) {
-            if (!gguf_array_strings(kv, all)) abort(); /* validated arrays always walk */
+            if (!kipp_gguf_array_strings(kv, all)) abort(); /* validated arrays always walk */
             gguf_str last;
-            if (!gguf_array_string_at(kv, kv->array_len - 1, &last) || last.ptr != all[kv->array_len - 1].ptr)
+            if (!kipp_gguf_array_string_at(kv, kv->array_len - 1, &last) || last.ptr != all[kv->array_len - 1].ptr)
                 abort();
             free(all);
         }
@@ -38,6 +38,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         volatile uint8_t sink = t->data[0] ^ t->data[t->nbytes - 1];
         (void)sink;
     }
-    gguf_free(&f);
+    kipp_gguf_free(&f);
     return 0;
 }

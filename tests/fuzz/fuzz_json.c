@@ -2,7 +2,7 @@
  *
  * Besides "no crash, no sanitizer report", each accepted input is checked
  * for a round trip: serialize the tree with json_buf (strings through
- * json_buf_append_string, numbers as exact integers or %.17g), parse that
+ * kipp_json_buf_append_string, numbers as exact integers or %.17g), parse that
  * again and require the same tree. Rejected inputs must carry a message.
  * Build and run: make fuzz-json [FUZZ_SECONDS=60] */
 #include <stdint.h>
@@ -14,33 +14,33 @@
 
 static void serialize(json_buf *b, const json_value *v) {
     switch (v->type) {
-    case JSON_NULL: json_buf_append(b, "null", 4); break;
-    case JSON_TRUE: json_buf_append(b, "true", 4); break;
-    case JSON_FALSE: json_buf_append(b, "false", 5); break;
+    case JSON_NULL: kipp_json_buf_append(b, "null", 4); break;
+    case JSON_TRUE: kipp_json_buf_append(b, "true", 4); break;
+    case JSON_FALSE: kipp_json_buf_append(b, "false", 5); break;
     case JSON_NUMBER:
         if (v->as.number.is_integer && v->as.number.fits_int64 && v->as.number.integer != 0)
-            json_buf_appendf(b, "%lld", (long long)v->as.number.integer);
+            kipp_json_buf_appendf(b, "%lld", (long long)v->as.number.integer);
         else
-            json_buf_appendf(b, "%.17g", v->as.number.value); /* round-trips any double */
+            kipp_json_buf_appendf(b, "%.17g", v->as.number.value); /* round-trips any double */
         break;
-    case JSON_STRING: json_buf_append_string(b, v->as.string.chars, v->as.string.length); break;
+    case JSON_STRING: kipp_json_buf_append_string(b, v->as.string.chars, v->as.string.length); break;
     case JSON_ARRAY:
-        json_buf_append(b, "[", 1);
+        kipp_json_buf_append(b, "[", 1);
         for (size_t i = 0; i < v->as.array.count; i++) {
-            if (i) json_buf_append(b, ",", 1);
+            if (i) kipp_json_buf_append(b, ",", 1);
             serialize(b, v->as.array.items[i]);
         }
-        json_buf_append(b, "]", 1);
+        kipp_json_buf_append(b, "]", 1);
         break;
     case JSON_OBJECT:
-        json_buf_append(b, "{", 1);
+        kipp_json_buf_append(b, "{", 1);
         for (size_t i = 0; i < v->as.object.count; i++) {
-            if (i) json_buf_append(b, ",", 1);
-            json_buf_append_string(b, v->as.object.keys[i], v->as.object.key_lengths[i]);
-            json_buf_append(b, ":", 1);
+            if (i) kipp_json_buf_append(b, ",", 1);
+            kipp_json_buf_append_string(b, v->as.object.keys[i], v->as.object.key_lengths[i]);
+            kipp_json_buf_append(b, ":", 1);
             serialize(b, v->as.object.values[i]);
         }
-        json_buf_append(b, "}", 1);
+        kipp_json_buf_append(b, "}", 1);
         break;
     }
 }
@@ -79,25 +79,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_doc *doc = NULL;
     kipp_error err = { 0 };
-    if (json_parse((const char *)data, size, &doc, &err) != KIPP_OK) {
+    if (kipp_json_parse((const char *)data, size, &doc, &err) != KIPP_OK) {
         if (doc || strncmp(err.message, "JSON: ", 6) != 0) abort();
         return 0;
     }
     json_buf b = { 0 };
-    serialize(&b, json_root(doc));
+    serialize(&b, kipp_json_root(doc));
     if (b.failed) abort();
     json_doc *again = NULL;
     kipp_error err2 = { 0 };
-    if (json_parse(b.data ? b.data : "", b.length, &again, &err2) != KIPP_OK) {
+    if (kipp_json_parse(b.data ? b.data : "", b.length, &again, &err2) != KIPP_OK) {
         fprintf(stderr, "re-parse failed: %s\n%.*s\n", err2.message, (int)b.length, b.data);
         abort();
     }
-    if (!same(json_root(doc), json_root(again))) {
+    if (!same(kipp_json_root(doc), kipp_json_root(again))) {
         fprintf(stderr, "round trip changed the tree:\n%.*s\n", (int)b.length, b.data);
         abort();
     }
-    json_free(again);
-    json_buf_free(&b);
-    json_free(doc);
+    kipp_json_free(again);
+    kipp_json_buf_free(&b);
+    kipp_json_free(doc);
     return 0;
 }

@@ -173,27 +173,27 @@ static uint8_t *write_header(const desc *d, size_t *hdr_len, uint64_t *data_size
     char *buf = NULL;
     size_t len = 0;
     FILE *fp = open_memstream(&buf, &len);
-    if (!fp || gguf_writer_create(&w, &err)) abort();
+    if (!fp || kipp_gguf_writer_create(&w, &err)) abort();
     for (size_t i = 0; i < d->n_m; i++) {
         const meta *m = &d->m[i];
         int rc = 0;
         const char *items[8];
         size_t lens[8], n;
         switch (m->kind) {
-        case K_U32: rc = gguf_writer_add_u32(w, m->key, (uint32_t)m->u, &err); break;
-        case K_U64: rc = gguf_writer_add_u64(w, m->key, m->u, &err); break;
-        case K_F32: rc = gguf_writer_add_f32(w, m->key, m->f, &err); break;
-        case K_BOOL: rc = gguf_writer_add_bool(w, m->key, m->u != 0, &err); break;
-        case K_STR: rc = gguf_writer_add_string(w, m->key, m->s, &err); break;
-        case K_TOKENS: rc = gguf_writer_add_string_array(w, m->key, tok_ptrs, tok_lens, m->u, &err); break;
+        case K_U32: rc = kipp_gguf_writer_add_u32(w, m->key, (uint32_t)m->u, &err); break;
+        case K_U64: rc = kipp_gguf_writer_add_u64(w, m->key, m->u, &err); break;
+        case K_F32: rc = kipp_gguf_writer_add_f32(w, m->key, m->f, &err); break;
+        case K_BOOL: rc = kipp_gguf_writer_add_bool(w, m->key, m->u != 0, &err); break;
+        case K_STR: rc = kipp_gguf_writer_add_string(w, m->key, m->s, &err); break;
+        case K_TOKENS: rc = kipp_gguf_writer_add_string_array(w, m->key, tok_ptrs, tok_lens, m->u, &err); break;
         case K_TTYPE:
             if (m->bad_at >= 0) ttypes[m->bad_at] = 2;
-            rc = gguf_writer_add_i32_array(w, m->key, ttypes, m->u, &err);
+            rc = kipp_gguf_writer_add_i32_array(w, m->key, ttypes, m->u, &err);
             if (m->bad_at >= 0) ttypes[m->bad_at] = 1;
             break;
         case K_STRARR:
             split_list(m->s, items, lens, &n);
-            rc = gguf_writer_add_string_array(w, m->key, items, lens, n, &err);
+            rc = kipp_gguf_writer_add_string_array(w, m->key, items, lens, n, &err);
             break;
         }
         if (rc) { fprintf(stderr, "writer: %s\n", err.message); abort(); }
@@ -201,16 +201,16 @@ static uint8_t *write_header(const desc *d, size_t *hdr_len, uint64_t *data_size
     uint64_t total = 0;
     for (size_t i = 0; i < d->n_t; i++) {
         const tens *t = &d->t[i];
-        if (gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->type, &err)) {
+        if (kipp_gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->type, &err)) {
             fprintf(stderr, "writer: %s\n", err.message);
             abort();
         }
         uint64_t row;
-        ggml_row_bytes(t->type, t->ne[0], &row);
+        kipp_ggml_row_bytes(t->type, t->ne[0], &row);
         total += (row * (t->n_dims == 2 ? t->ne[1] : 1) + 31) / 32 * 32;
     }
-    if (gguf_writer_write_header(w, fp, &err)) abort();
-    gguf_writer_destroy(w);
+    if (kipp_gguf_writer_write_header(w, fp, &err)) abort();
+    kipp_gguf_writer_destroy(w);
     fclose(fp);
     *hdr_len = len;
     *data_size = total;
@@ -310,7 +310,7 @@ static void test_valid(void) {
               a.merges->array_len == 3);
         CHECK(a.chat_template == NULL);
         gguf_str s;
-        CHECK(gguf_array_string_at(a.tokens, 151935, &s) && gguf_str_eq(s, "[PAD151935]"));
+        CHECK(kipp_gguf_array_string_at(a.tokens, 151935, &s) && kipp_gguf_str_eq(s, "[PAD151935]"));
         kipp_artifact_close(&a);
     }
 
@@ -442,9 +442,9 @@ static void test_cuts(void) {
         kipp_error err = {0};
         /* learn tensor i+1's offset from a full parse */
         gguf_file f;
-        if (gguf_parse(image, image_len, &f, &err)) abort();
+        if (kipp_gguf_parse(image, image_len, &f, &err)) abort();
         size_t cut = (size_t)(f.data_offset + f.tensors[i + 1].offset);
-        gguf_free(&f);
+        kipp_gguf_free(&f);
         snprintf(want, sizeof want, "GGUF tensor '%s' data", d.t[i + 1].name);
         snprintf(label, sizeof label, "cut: before data of %s", d.t[i + 1].name);
         expect_len(label, cut, want);

@@ -29,10 +29,10 @@ static long load_messages(const json_value *arr, kipp_chat_message *msgs, size_t
     if (!arr || arr->type != JSON_ARRAY || arr->as.array.count > cap) return -1;
     for (size_t i = 0; i < arr->as.array.count; i++) {
         const json_value *m = arr->as.array.items[i];
-        const json_value *c = json_get_type(m, "content", JSON_STRING);
-        const json_value *r = json_get_type(m, "reasoning_content", JSON_STRING);
+        const json_value *c = kipp_json_get_type(m, "content", JSON_STRING);
+        const json_value *r = kipp_json_get_type(m, "reasoning_content", JSON_STRING);
         msgs[i] = (kipp_chat_message){
-            .role = json_get_string(m, "role"),
+            .role = kipp_json_get_string(m, "role"),
             .content = c ? c->as.string.chars : NULL,
             .content_length = c ? c->as.string.length : 0,
             .reasoning_content = r ? r->as.string.chars : NULL,
@@ -50,33 +50,33 @@ static void test_goldens(char template_sha[65]) {
     CHECKF(kipp_read_file(GOLDEN, &data, &size, &err) == 0, "%s", err.message);
     if (!data) return;
     json_doc *doc = NULL;
-    CHECKF(json_parse(data, size, &doc, &err) == 0, "%s", err.message);
+    CHECKF(kipp_json_parse(data, size, &doc, &err) == 0, "%s", err.message);
     if (!doc) {
         free(data);
         return;
     }
-    const json_value *root = json_root(doc);
-    const char *sha = json_get_string(root, "template_sha256");
+    const json_value *root = kipp_json_root(doc);
+    const char *sha = kipp_json_get_string(root, "template_sha256");
     CHECK(sha && strlen(sha) == 64);
     if (sha) snprintf(template_sha, 65, "%s", sha);
-    const json_value *cases = json_get_type(root, "cases", JSON_ARRAY);
+    const json_value *cases = kipp_json_get_type(root, "cases", JSON_ARRAY);
     CHECK(cases && cases->as.array.count >= 60);
     size_t matched = 0, total = cases ? cases->as.array.count : 0;
     for (size_t i = 0; i < total; i++) {
         const json_value *c = cases->as.array.items[i];
         kipp_chat_message msgs[16];
-        long n = load_messages(json_get(c, "messages"), msgs, 16);
+        long n = load_messages(kipp_json_get(c, "messages"), msgs, 16);
         bool gen = false, think = true;
-        CHECK(json_get_bool(c, "add_generation_prompt", &gen));
-        const json_value *et = json_get(c, "enable_thinking");
+        CHECK(kipp_json_get_bool(c, "add_generation_prompt", &gen));
+        const json_value *et = kipp_json_get(c, "enable_thinking");
         /* null = not defined in the template context = thinking on */
         if (et && et->type == JSON_FALSE) think = false;
-        const json_value *want = json_get_type(c, "expected", JSON_STRING);
+        const json_value *want = kipp_json_get_type(c, "expected", JSON_STRING);
         CHECK(n > 0 && want);
         if (n <= 0 || !want) continue;
         char *got = NULL;
         size_t got_n = 0;
-        int rc = chat_render_qwen3(msgs, (size_t)n, gen, think, &got, &got_n, &err);
+        int rc = kipp_chat_render_qwen3(msgs, (size_t)n, gen, think, &got, &got_n, &err);
         CHECKF(rc == 0, "case %zu: %s", i, err.message);
         if (rc) continue;
         bool same = got_n == want->as.string.length && !memcmp(got, want->as.string.chars, got_n);
@@ -86,7 +86,7 @@ static void test_goldens(char template_sha[65]) {
         free(got);
     }
     fprintf(stderr, "test_chat: %zu/%zu golden renderings match\n", matched, total);
-    json_free(doc);
+    kipp_json_free(doc);
     free(data);
 }
 
@@ -95,15 +95,15 @@ static void test_errors(void) {
     char *t = NULL;
     size_t n = 0;
     kipp_chat_message tool = {.role = "tool", .content = "x", .content_length = 1};
-    CHECK(chat_render_qwen3(&tool, 1, true, true, &t, &n, &err) == KIPP_E_UNSUPPORTED);
+    CHECK(kipp_chat_render_qwen3(&tool, 1, true, true, &t, &n, &err) == KIPP_E_UNSUPPORTED);
     CHECK(strstr(err.message, "tool") != NULL);
-    CHECK(chat_render_qwen3(NULL, 0, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
+    CHECK(kipp_chat_render_qwen3(NULL, 0, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
     kipp_chat_message r = {.role = "user", .content = "x", .content_length = 1,
                            .reasoning_content = "r", .reasoning_length = 1};
-    CHECK(chat_render_qwen3(&r, 1, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
+    CHECK(kipp_chat_render_qwen3(&r, 1, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
     /* content with an embedded NUL is rendered by length, not by strlen */
     kipp_chat_message z = {.role = "user", .content = "a\0b", .content_length = 3};
-    CHECK(chat_render_qwen3(&z, 1, false, true, &t, &n, &err) == 0);
+    CHECK(kipp_chat_render_qwen3(&z, 1, false, true, &t, &n, &err) == 0);
     CHECK(t && n == strlen("<|im_start|>user\n") + 3 + strlen("<|im_end|>\n"));
     free(t);
 }

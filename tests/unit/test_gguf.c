@@ -16,56 +16,56 @@ static uint8_t *write_small(size_t *size, int mode) {
     size_t len = 0;
     FILE *fp = open_memstream(&buf, &len);
     CHECK(fp != NULL);
-    CHECK(gguf_writer_create(&w, &err) == 0);
-    CHECK(gguf_writer_add_string(w, "general.architecture", "qwen3", &err) == 0);
-    CHECK(gguf_writer_add_u32(w, "a.u32", 0xdeadbeefu, &err) == 0);
-    CHECK(gguf_writer_add_i32(w, "a.i32", -7, &err) == 0);
-    CHECK(gguf_writer_add_u64(w, "a.u64", 0x0102030405060708ull, &err) == 0);
-    CHECK(gguf_writer_add_f32(w, "a.f32", 1e-6f, &err) == 0);
-    CHECK(gguf_writer_add_bool(w, "a.bool", true, &err) == 0);
+    CHECK(kipp_gguf_writer_create(&w, &err) == 0);
+    CHECK(kipp_gguf_writer_add_string(w, "general.architecture", "qwen3", &err) == 0);
+    CHECK(kipp_gguf_writer_add_u32(w, "a.u32", 0xdeadbeefu, &err) == 0);
+    CHECK(kipp_gguf_writer_add_i32(w, "a.i32", -7, &err) == 0);
+    CHECK(kipp_gguf_writer_add_u64(w, "a.u64", 0x0102030405060708ull, &err) == 0);
+    CHECK(kipp_gguf_writer_add_f32(w, "a.f32", 1e-6f, &err) == 0);
+    CHECK(kipp_gguf_writer_add_bool(w, "a.bool", true, &err) == 0);
     const char *strs[] = {"hello", "", "w\xc3\xb6rld"};
     size_t lens[] = {5, 0, 6};
-    CHECK(gguf_writer_add_string_array(w, "a.strs", strs, lens, 3, &err) == 0);
+    CHECK(kipp_gguf_writer_add_string_array(w, "a.strs", strs, lens, 3, &err) == 0);
     int32_t ints[] = {1, -2, 3, 2147483647};
-    CHECK(gguf_writer_add_i32_array(w, "a.ints", ints, 4, &err) == 0);
+    CHECK(kipp_gguf_writer_add_i32_array(w, "a.ints", ints, 4, &err) == 0);
     /* a duplicate key is refused and leaves the writer usable */
-    CHECK(gguf_writer_add_u32(w, "a.u32", 1, &err) != 0);
+    CHECK(kipp_gguf_writer_add_u32(w, "a.u32", 1, &err) != 0);
     CHECK(strstr(err.message, "duplicate key") != NULL);
 
     uint64_t ne_a[2] = {3, 2};   /* F32 [2][3]: 24 bytes */
     uint64_t ne_b[1] = {64};     /* Q8_0: 2 blocks = 68 bytes */
     uint64_t ne_c[2] = {32, 3};  /* Q4_0: 3 blocks = 54 bytes */
     uint64_t ne_d[1] = {5};      /* BF16: 10 bytes */
-    CHECK(gguf_writer_add_tensor(w, "t.a", 2, ne_a, GGML_TYPE_F32, &err) == 0);
-    CHECK(gguf_writer_add_tensor(w, "t.b", 1, ne_b, GGML_TYPE_Q8_0, &err) == 0);
-    CHECK(gguf_writer_add_tensor(w, "t.c", 2, ne_c, GGML_TYPE_Q4_0, &err) == 0);
-    CHECK(gguf_writer_add_tensor(w, "t.d", 1, ne_d, GGML_TYPE_BF16, &err) == 0);
-    CHECK(gguf_writer_add_tensor(w, "t.d", 1, ne_d, GGML_TYPE_BF16, &err) != 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.a", 2, ne_a, GGML_TYPE_F32, &err) == 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.b", 1, ne_b, GGML_TYPE_Q8_0, &err) == 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.c", 2, ne_c, GGML_TYPE_Q4_0, &err) == 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.d", 1, ne_d, GGML_TYPE_BF16, &err) == 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.d", 1, ne_d, GGML_TYPE_BF16, &err) != 0);
     uint64_t ne_bad[1] = {33};
-    CHECK(gguf_writer_add_tensor(w, "t.e", 1, ne_bad, GGML_TYPE_Q4_1, &err) != 0);
-    CHECK(gguf_writer_write_header(w, fp, &err) == 0);
+    CHECK(kipp_gguf_writer_add_tensor(w, "t.e", 1, ne_bad, GGML_TYPE_Q4_1, &err) != 0);
+    CHECK(kipp_gguf_writer_write_header(w, fp, &err) == 0);
 
     uint8_t data[128];
     for (int i = 0; i < 128; i++) data[i] = (uint8_t)(i + 1);
     /* tensor 0 in two chunks */
-    CHECK(gguf_writer_write_data(w, fp, 0, data, 10, &err) == 0);
+    CHECK(kipp_gguf_writer_write_data(w, fp, 0, data, 10, &err) == 0);
     if (mode == 1) { /* out-of-order / incomplete checks */
-        CHECK(gguf_writer_write_data(w, fp, 1, data, 4, &err) != 0);
+        CHECK(kipp_gguf_writer_write_data(w, fp, 1, data, 4, &err) != 0);
         CHECK(strstr(err.message, "out of order") != NULL);
-        CHECK(gguf_writer_finish(w, fp, &err) != 0);
+        CHECK(kipp_gguf_writer_finish(w, fp, &err) != 0);
         CHECK(strstr(err.message, "'t.a' not fully written") != NULL);
-        gguf_writer_destroy(w);
+        kipp_gguf_writer_destroy(w);
         fclose(fp);
         free(buf);
         return NULL;
     }
-    CHECK(gguf_writer_write_data(w, fp, 0, data + 10, 14, &err) == 0);
-    CHECK(gguf_writer_write_data(w, fp, 0, data, 1, &err) != 0); /* too much */
-    CHECK(gguf_writer_write_data(w, fp, 1, data, 68, &err) == 0);
-    CHECK(gguf_writer_write_data(w, fp, 2, data, 54, &err) == 0);
-    CHECK(gguf_writer_write_data(w, fp, 3, data, 10, &err) == 0);
-    CHECK(gguf_writer_finish(w, fp, &err) == 0);
-    gguf_writer_destroy(w);
+    CHECK(kipp_gguf_writer_write_data(w, fp, 0, data + 10, 14, &err) == 0);
+    CHECK(kipp_gguf_writer_write_data(w, fp, 0, data, 1, &err) != 0); /* too much */
+    CHECK(kipp_gguf_writer_write_data(w, fp, 1, data, 68, &err) == 0);
+    CHECK(kipp_gguf_writer_write_data(w, fp, 2, data, 54, &err) == 0);
+    CHECK(kipp_gguf_writer_write_data(w, fp, 3, data, 10, &err) == 0);
+    CHECK(kipp_gguf_writer_finish(w, fp, &err) == 0);
+    kipp_gguf_writer_destroy(w);
     fclose(fp);
     *size = len;
     return (uint8_t *)buf;
@@ -87,51 +87,51 @@ static void test_round_trip(void) {
 
     gguf_file f;
     kipp_error err = {0};
-    int rc = gguf_parse(img, size, &f, &err);
+    int rc = kipp_gguf_parse(img, size, &f, &err);
     CHECKF(rc == 0, "%s", err.message);
     if (rc == 0) {
         CHECK(f.n_kv == 8 && f.n_tensors == 4 && f.alignment == 32);
         CHECK(f.data_offset % 32 == 0);
-        const gguf_kv *kv = gguf_find(&f, "general.architecture");
-        CHECK(kv && kv->type == GGUF_TYPE_STRING && gguf_str_eq(kv->str, "qwen3"));
-        kv = gguf_find(&f, "a.u32");
+        const gguf_kv *kv = kipp_gguf_find(&f, "general.architecture");
+        CHECK(kv && kv->type == GGUF_TYPE_STRING && kipp_gguf_str_eq(kv->str, "qwen3"));
+        kv = kipp_gguf_find(&f, "a.u32");
         CHECK(kv && kv->type == GGUF_TYPE_UINT32 && kv->u64 == 0xdeadbeefu);
-        kv = gguf_find(&f, "a.i32");
+        kv = kipp_gguf_find(&f, "a.i32");
         CHECK(kv && kv->type == GGUF_TYPE_INT32 && kv->i64 == -7);
-        kv = gguf_find(&f, "a.u64");
+        kv = kipp_gguf_find(&f, "a.u64");
         CHECK(kv && kv->u64 == 0x0102030405060708ull);
-        kv = gguf_find(&f, "a.f32");
+        kv = kipp_gguf_find(&f, "a.f32");
         CHECK(kv && kv->type == GGUF_TYPE_FLOAT32 && (float)kv->f64 == 1e-6f);
-        kv = gguf_find(&f, "a.bool");
+        kv = kipp_gguf_find(&f, "a.bool");
         CHECK(kv && kv->type == GGUF_TYPE_BOOL && kv->u64 == 1);
-        kv = gguf_find(&f, "a.strs");
+        kv = kipp_gguf_find(&f, "a.strs");
         CHECK(kv && kv->type == GGUF_TYPE_ARRAY && kv->array_type == GGUF_TYPE_STRING &&
               kv->array_len == 3);
         gguf_str s[3];
-        CHECK(kv && gguf_array_strings(kv, s));
-        CHECK(gguf_str_eq(s[0], "hello") && gguf_str_eq(s[1], "") && gguf_str_eq(s[2], "w\xc3\xb6rld"));
+        CHECK(kv && kipp_gguf_array_strings(kv, s));
+        CHECK(kipp_gguf_str_eq(s[0], "hello") && kipp_gguf_str_eq(s[1], "") && kipp_gguf_str_eq(s[2], "w\xc3\xb6rld"));
         gguf_str one;
-        CHECK(kv && gguf_array_string_at(kv, 2, &one) && gguf_str_eq(one, "w\xc3\xb6rld"));
-        CHECK(kv && !gguf_array_string_at(kv, 3, &one));
-        kv = gguf_find(&f, "a.ints");
+        CHECK(kv && kipp_gguf_array_string_at(kv, 2, &one) && kipp_gguf_str_eq(one, "w\xc3\xb6rld"));
+        CHECK(kv && !kipp_gguf_array_string_at(kv, 3, &one));
+        kv = kipp_gguf_find(&f, "a.ints");
         CHECK(kv && kv->array_type == GGUF_TYPE_INT32 && kv->array_len == 4 && kv->array_bytes == 16);
         CHECK(kv && kv->array_data[4] == 0xfe && kv->array_data[15] == 0x7f);
-        CHECK(gguf_find(&f, "nope") == NULL);
+        CHECK(kipp_gguf_find(&f, "nope") == NULL);
 
-        const gguf_tensor *t = gguf_find_tensor(&f, "t.a");
+        const gguf_tensor *t = kipp_gguf_find_tensor(&f, "t.a");
         CHECK(t && t->n_dims == 2 && t->ne[0] == 3 && t->ne[1] == 2 && t->ne[2] == 1 &&
               t->type == GGML_TYPE_F32 && t->offset == 0 && t->nbytes == 24);
         CHECK(t && t->data[0] == 1 && t->data[23] == 24);
-        t = gguf_find_tensor(&f, "t.b");
+        t = kipp_gguf_find_tensor(&f, "t.b");
         CHECK(t && t->offset == 32 && t->nbytes == 68 && t->data[67] == 68);
-        t = gguf_find_tensor(&f, "t.c");
+        t = kipp_gguf_find_tensor(&f, "t.c");
         CHECK(t && t->offset == 128 && t->nbytes == 54 && t->type == GGML_TYPE_Q4_0);
-        t = gguf_find_tensor(&f, "t.d");
+        t = kipp_gguf_find_tensor(&f, "t.d");
         CHECK(t && t->offset == 192 && t->nbytes == 10);
         CHECK(size == f.data_offset + 224);
         /* padding between tensors is zero */
         CHECK(img[f.data_offset + 24] == 0 && img[f.data_offset + 31] == 0);
-        gguf_free(&f);
+        kipp_gguf_free(&f);
     }
 
     /* every prefix that cuts into real content is rejected (and never read
@@ -141,9 +141,9 @@ static void test_round_trip(void) {
     for (size_t n = 0; n < size - 22; n++) {
         uint8_t *cut = malloc(n ? n : 1);
         memcpy(cut, img, n);
-        if (gguf_parse(cut, n, &f, &err) == 0) {
+        if (kipp_gguf_parse(cut, n, &f, &err) == 0) {
             prefix_ok = 0;
-            gguf_free(&f);
+            kipp_gguf_free(&f);
             fprintf(stderr, "prefix %zu accepted\n", n);
         }
         free(cut);
@@ -154,18 +154,18 @@ static void test_round_trip(void) {
 
 static void test_block_sizes(void) {
     uint64_t b;
-    CHECK(ggml_row_bytes(GGML_TYPE_F32, 10, &b) && b == 40);
-    CHECK(ggml_row_bytes(GGML_TYPE_F16, 10, &b) && b == 20);
-    CHECK(ggml_row_bytes(GGML_TYPE_BF16, 10, &b) && b == 20);
-    CHECK(ggml_row_bytes(GGML_TYPE_Q8_0, 64, &b) && b == 68);
-    CHECK(ggml_row_bytes(GGML_TYPE_Q4_0, 64, &b) && b == 36);
-    CHECK(ggml_row_bytes(GGML_TYPE_Q4_1, 64, &b) && b == 40);
-    CHECK(!ggml_row_bytes(GGML_TYPE_Q4_1, 48, &b));
-    CHECK(!ggml_row_bytes(99, 32, &b));
-    CHECK(!ggml_row_bytes(GGML_TYPE_F32, UINT64_MAX / 2, &b));
-    CHECK(strcmp(ggml_type_name(GGML_TYPE_BF16), "BF16") == 0);
-    CHECK(strcmp(ggml_type_name(GGML_TYPE_Q4_1), "Q4_1") == 0);
-    CHECK(ggml_type_name(7) == NULL);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_F32, 10, &b) && b == 40);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_F16, 10, &b) && b == 20);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_BF16, 10, &b) && b == 20);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_Q8_0, 64, &b) && b == 68);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_Q4_0, 64, &b) && b == 36);
+    CHECK(kipp_ggml_row_bytes(GGML_TYPE_Q4_1, 64, &b) && b == 40);
+    CHECK(!kipp_ggml_row_bytes(GGML_TYPE_Q4_1, 48, &b));
+    CHECK(!kipp_ggml_row_bytes(99, 32, &b));
+    CHECK(!kipp_ggml_row_bytes(GGML_TYPE_F32, UINT64_MAX / 2, &b));
+    CHECK(strcmp(kipp_ggml_type_name(GGML_TYPE_BF16), "BF16") == 0);
+    CHECK(strcmp(kipp_ggml_type_name(GGML_TYPE_Q4_1), "Q4_1") == 0);
+    CHECK(kipp_ggml_type_name(7) == NULL);
 }
 
 static void test_writer_misuse(void) {
@@ -197,9 +197,9 @@ static img header(uint64_t nt, uint64_t nkv) {
 static void expect_reject(img *m, const char *msg) {
     gguf_file f;
     kipp_error err = {0};
-    int rc = gguf_parse(m->b, m->n, &f, &err);
+    int rc = kipp_gguf_parse(m->b, m->n, &f, &err);
     CHECKF(rc != 0 && strstr(err.message, msg), "want '%s', got rc=%d '%s'", msg, rc, err.message);
-    if (rc == 0) gguf_free(&f);
+    if (rc == 0) kipp_gguf_free(&f);
 }
 
 static void test_reader_rejects(void) {
@@ -258,11 +258,11 @@ static void test_reader_rejects(void) {
         memcpy(big, h.b, h.n);
         gguf_file f;
         kipp_error err = {0};
-        CHECK(gguf_parse(big, 4 << 20, &f, &err) != 0 &&
+        CHECK(kipp_gguf_parse(big, 4 << 20, &f, &err) != 0 &&
               strstr(err.message, "claims 100000 metadata entries, more than Kipp accepts"));
         h = header(70000, 1);
         memcpy(big, h.b, h.n);
-        CHECK(gguf_parse(big, 4 << 20, &f, &err) != 0 &&
+        CHECK(kipp_gguf_parse(big, 4 << 20, &f, &err) != 0 &&
               strstr(err.message, "claims 70000 tensors, more than Kipp accepts"));
         free(big);
     }
@@ -347,13 +347,13 @@ static void test_independent_files(void) {
         uint64_t ne[1] = {4};
         uint8_t data[16];
         for (int i = 0; i < 16; i++) data[i] = (uint8_t)((i * 7 + 3) & 0xff);
-        CHECK(gguf_writer_create(&w, &err) == 0);
-        CHECK(gguf_writer_add_string(w, "general.architecture", "qwen3", &err) == 0);
-        CHECK(gguf_writer_add_tensor(w, "t", 1, ne, GGML_TYPE_F32, &err) == 0);
-        CHECK(gguf_writer_write_header(w, fp, &err) == 0);
-        CHECK(gguf_writer_write_data(w, fp, 0, data, 16, &err) == 0);
-        CHECK(gguf_writer_finish(w, fp, &err) == 0);
-        gguf_writer_destroy(w);
+        CHECK(kipp_gguf_writer_create(&w, &err) == 0);
+        CHECK(kipp_gguf_writer_add_string(w, "general.architecture", "qwen3", &err) == 0);
+        CHECK(kipp_gguf_writer_add_tensor(w, "t", 1, ne, GGML_TYPE_F32, &err) == 0);
+        CHECK(kipp_gguf_writer_write_header(w, fp, &err) == 0);
+        CHECK(kipp_gguf_writer_write_data(w, fp, 0, data, 16, &err) == 0);
+        CHECK(kipp_gguf_writer_finish(w, fp, &err) == 0);
+        kipp_gguf_writer_destroy(w);
         fclose(fp);
         CHECKF(len == n && memcmp(buf, want, n) == 0, "writer output (%zu bytes) differs from minimal.gguf (%zu)", len, n);
         free(buf);
@@ -364,15 +364,15 @@ static void test_independent_files(void) {
     if (mixed) {
         gguf_file f;
         kipp_error err = {0};
-        int rc = gguf_parse(mixed, n, &f, &err);
+        int rc = kipp_gguf_parse(mixed, n, &f, &err);
         CHECKF(rc == 0, "%s", err.message);
         if (rc == 0) {
             CHECK(f.alignment == 64 && f.data_offset % 64 == 0 && f.n_tensors == 6);
-            const gguf_kv *kv = gguf_find(&f, "a.u64");
+            const gguf_kv *kv = kipp_gguf_find(&f, "a.u64");
             CHECK(kv && kv->type == GGUF_TYPE_UINT64 && kv->u64 == (1ull << 40));
-            kv = gguf_find(&f, "a.strs");
+            kv = kipp_gguf_find(&f, "a.strs");
             gguf_str s;
-            CHECK(kv && gguf_array_string_at(kv, 2, &s) && gguf_str_eq(s, "yz"));
+            CHECK(kv && kipp_gguf_array_string_at(kv, 2, &s) && kipp_gguf_str_eq(s, "yz"));
             static const struct { const char *name; uint32_t type; uint64_t nbytes, offset; } want_t[] = {
                 /* q8 is [64, 2]: 4 blocks of 34 B; offsets step by 64 */
                 {"q8", GGML_TYPE_Q8_0, 136, 0}, {"q40", GGML_TYPE_Q4_0, 54, 192},
@@ -380,14 +380,14 @@ static void test_independent_files(void) {
                 {"bf16", GGML_TYPE_BF16, 6, 384}, {"f32x4", GGML_TYPE_F32, 64, 448},
             };
             for (int i = 0; i < 6; i++) {
-                const gguf_tensor *t = gguf_find_tensor(&f, want_t[i].name);
+                const gguf_tensor *t = kipp_gguf_find_tensor(&f, want_t[i].name);
                 CHECKF(t && t->type == want_t[i].type && t->nbytes == want_t[i].nbytes &&
                        t->offset == want_t[i].offset && t->data[1] == 10,
                        "tensor %s", want_t[i].name);
             }
-            const gguf_tensor *t = gguf_find_tensor(&f, "f32x4");
+            const gguf_tensor *t = kipp_gguf_find_tensor(&f, "f32x4");
             CHECK(t && t->n_dims == 4 && t->ne[3] == 2);
-            gguf_free(&f);
+            kipp_gguf_free(&f);
         }
         free(mixed);
     }

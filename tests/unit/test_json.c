@@ -16,7 +16,7 @@
 static json_doc *parse_ok(const char *text, size_t len) {
     json_doc *doc = NULL;
     kipp_error err = { 0 };
-    int rc = json_parse(text, len, &doc, &err);
+    int rc = kipp_json_parse(text, len, &doc, &err);
     CHECKF(rc == KIPP_OK, "parse of <%.*s> failed: %s", (int)(len > 60 ? 60 : len), text, err.message);
     return rc == KIPP_OK ? doc : NULL;
 }
@@ -26,11 +26,11 @@ static json_doc *parse_ok(const char *text, size_t len) {
 static void expect_fail(const char *text, size_t len, const char *what, long offset) {
     json_doc *doc = NULL;
     kipp_error err = { 0 };
-    int rc = json_parse(text, len, &doc, &err);
+    int rc = kipp_json_parse(text, len, &doc, &err);
     CHECKF(rc == KIPP_E_FORMAT, "input <%.*s> should fail (rc %d)", (int)len, text, rc);
     CHECK(doc == NULL);
     if (rc == KIPP_OK) {
-        json_free(doc);
+        kipp_json_free(doc);
         return;
     }
     CHECKF(strstr(err.message, what) != NULL, "input <%.*s>: message '%s' lacks '%s'", (int)len,
@@ -52,21 +52,21 @@ static void test_scalars(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_doc *d = parse_ok(cases[i].text, strlen(cases[i].text));
         if (!d) continue;
-        CHECK(json_root(d)->type == cases[i].type);
-        json_free(d);
+        CHECK(kipp_json_root(d)->type == cases[i].type);
+        kipp_json_free(d);
     }
 }
 
 static void check_number(const char *text, bool is_int, bool fits, int64_t iv, double dv) {
     json_doc *d = parse_ok(text, strlen(text));
     if (!d) return;
-    const json_value *v = json_root(d);
+    const json_value *v = kipp_json_root(d);
     CHECKF(v->type == JSON_NUMBER, "%s", text);
     CHECKF(v->as.number.is_integer == is_int, "%s is_integer", text);
     CHECKF(v->as.number.fits_int64 == fits, "%s fits_int64", text);
     if (fits) CHECKF(v->as.number.integer == iv, "%s integer %lld", text, (long long)v->as.number.integer);
     CHECKF(v->as.number.value == dv, "%s value %.17g want %.17g", text, v->as.number.value, dv);
-    json_free(d);
+    kipp_json_free(d);
 }
 
 static void test_numbers(void) {
@@ -98,20 +98,20 @@ static void test_numbers(void) {
     /* -0 keeps its sign */
     json_doc *d = parse_ok("-0", 2);
     if (d) {
-        CHECK(__builtin_signbit(json_root(d)->as.number.value));
-        json_free(d);
+        CHECK(__builtin_signbit(kipp_json_root(d)->as.number.value));
+        kipp_json_free(d);
     }
 }
 
 static void check_string(const char *json, const char *want, size_t want_len) {
     json_doc *d = parse_ok(json, strlen(json));
     if (!d) return;
-    const json_value *v = json_root(d);
+    const json_value *v = kipp_json_root(d);
     CHECK(v->type == JSON_STRING);
     CHECKF(v->as.string.length == want_len, "%s: length %zu want %zu", json, v->as.string.length, want_len);
     CHECKF(memcmp(v->as.string.chars, want, want_len) == 0, "%s: bytes differ", json);
     CHECK(v->as.string.chars[want_len] == '\0');
-    json_free(d);
+    kipp_json_free(d);
 }
 #define STR(json, lit) check_string(json, lit, sizeof(lit) - 1)
 
@@ -134,38 +134,38 @@ static void test_objects(void) {
                        " \"f\": 2.5, \"a\": -7, \"s\": \"str\", \"big\": 1e30, \"k\\u00e9y\": 3}";
     json_doc *d = parse_ok(text, strlen(text));
     if (!d) return;
-    const json_value *r = json_root(d);
+    const json_value *r = kipp_json_root(d);
     CHECK(r->type == JSON_OBJECT);
     CHECK(r->as.object.count == 8);
     int64_t i = 0;
-    CHECK(json_get_int64(r, "a", &i) && i == -7); /* last duplicate wins */
-    const json_value *b = json_get_type(r, "b", JSON_ARRAY);
+    CHECK(kipp_json_get_int64(r, "a", &i) && i == -7); /* last duplicate wins */
+    const json_value *b = kipp_json_get_type(r, "b", JSON_ARRAY);
     CHECK(b && b->as.array.count == 3 && b->as.array.items[0]->type == JSON_TRUE &&
           b->as.array.items[1]->type == JSON_FALSE && b->as.array.items[2]->type == JSON_NULL);
-    CHECK(json_get_type(r, "b", JSON_OBJECT) == NULL);
-    const char *e = json_get_string(json_get(r, "c"), "d");
+    CHECK(kipp_json_get_type(r, "b", JSON_OBJECT) == NULL);
+    const char *e = kipp_json_get_string(kipp_json_get(r, "c"), "d");
     CHECK(e && strcmp(e, "e") == 0);
     double f = 0;
-    CHECK(json_get_double(r, "f", &f) && f == 2.5);
-    CHECK(!json_get_int64(r, "f", &i)); /* not an integer */
-    CHECK(!json_get_int64(r, "big", &i));
-    CHECK(json_get_double(r, "big", &f) && f == 1e30);
+    CHECK(kipp_json_get_double(r, "f", &f) && f == 2.5);
+    CHECK(!kipp_json_get_int64(r, "f", &i)); /* not an integer */
+    CHECK(!kipp_json_get_int64(r, "big", &i));
+    CHECK(kipp_json_get_double(r, "big", &f) && f == 1e30);
     bool bv = true;
-    CHECK(!json_get_bool(r, "a", &bv));
-    CHECK(json_get_string(r, "a") == NULL);
-    CHECK(json_get_string(r, "s") && strcmp(json_get_string(r, "s"), "str") == 0);
-    CHECK(json_get(r, "missing") == NULL);
-    CHECK(json_get(r, "k\xc3\xa9y") != NULL); /* keys are decoded */
-    CHECK(json_get(NULL, "a") == NULL);
-    CHECK(json_get(b, "a") == NULL); /* not an object */
-    json_free(d);
+    CHECK(!kipp_json_get_bool(r, "a", &bv));
+    CHECK(kipp_json_get_string(r, "a") == NULL);
+    CHECK(kipp_json_get_string(r, "s") && strcmp(kipp_json_get_string(r, "s"), "str") == 0);
+    CHECK(kipp_json_get(r, "missing") == NULL);
+    CHECK(kipp_json_get(r, "k\xc3\xa9y") != NULL); /* keys are decoded */
+    CHECK(kipp_json_get(NULL, "a") == NULL);
+    CHECK(kipp_json_get(b, "a") == NULL); /* not an object */
+    kipp_json_free(d);
 
     d = parse_ok("{\"t\":true,\"f\":false}", 20);
     if (d) {
         bool t = false, fl = true;
-        CHECK(json_get_bool(json_root(d), "t", &t) && t);
-        CHECK(json_get_bool(json_root(d), "f", &fl) && !fl);
-        json_free(d);
+        CHECK(kipp_json_get_bool(kipp_json_root(d), "t", &t) && t);
+        CHECK(kipp_json_get_bool(kipp_json_root(d), "f", &fl) && !fl);
+        kipp_json_free(d);
     }
 }
 
@@ -242,13 +242,13 @@ static void test_depth(void) {
     json_doc *d = parse_ok(buf, n);
     if (d) {
         int depth = 0;
-        const json_value *v = json_root(d);
+        const json_value *v = kipp_json_root(d);
         while (v->type == JSON_ARRAY && v->as.array.count == 1) {
             v = v->as.array.items[0];
             depth++;
         }
         CHECK(depth == JSON_MAX_DEPTH - 1 && v->type == JSON_ARRAY && v->as.array.count == 0);
-        json_free(d);
+        kipp_json_free(d);
     }
     n = 0;
     for (int i = 0; i <= JSON_MAX_DEPTH; i++) buf[n++] = '[';
@@ -275,26 +275,26 @@ static void test_depth(void) {
 /* A wide array (many siblings) exercises the scratch stack growth. */
 static void test_wide(void) {
     json_buf b = { 0 };
-    json_buf_append(&b, "[", 1);
-    for (int i = 0; i < 100000; i++) json_buf_appendf(&b, "%s{\"k%d\":[%d,\"v\"]}", i ? "," : "", i, i);
-    json_buf_append(&b, "]", 1);
+    kipp_json_buf_append(&b, "[", 1);
+    for (int i = 0; i < 100000; i++) kipp_json_buf_appendf(&b, "%s{\"k%d\":[%d,\"v\"]}", i ? "," : "", i, i);
+    kipp_json_buf_append(&b, "]", 1);
     CHECK(!b.failed);
     json_doc *d = parse_ok(b.data, b.length);
     if (d) {
-        const json_value *r = json_root(d);
+        const json_value *r = kipp_json_root(d);
         CHECK(r->as.array.count == 100000);
         int ok = 1;
         for (int i = 0; i < 100000 && ok; i++) {
             char key[32];
             snprintf(key, sizeof key, "k%d", i);
             const json_value *o = r->as.array.items[i];
-            const json_value *a = json_get_type(o, key, JSON_ARRAY);
+            const json_value *a = kipp_json_get_type(o, key, JSON_ARRAY);
             ok = a && a->as.array.count == 2 && a->as.array.items[0]->as.number.integer == i;
         }
         CHECK(ok);
-        json_free(d);
+        kipp_json_free(d);
     }
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 }
 
 static uint32_t rng_state = 12345;
@@ -330,20 +330,20 @@ static int naive_utf8_ok(const unsigned char *s, size_t n) {
 static void test_buf_roundtrip(void) {
     /* escapes */
     json_buf b = { 0 };
-    json_buf_append_string(&b, "a\"b\\c\n\x01\x1f\t", 9);
+    kipp_json_buf_append_string(&b, "a\"b\\c\n\x01\x1f\t", 9);
     CHECKF(b.data && strcmp(b.data, "\"a\\\"b\\\\c\\n\\u0001\\u001f\\t\"") == 0, "%s", b.data);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
     /* invalid UTF-8 becomes U+FFFD; valid stays raw */
-    json_buf_append_string(&b, "\xc3\xa9\xff\xe2\x82", 5);
+    kipp_json_buf_append_string(&b, "\xc3\xa9\xff\xe2\x82", 5);
     CHECKF(b.data && strcmp(b.data, "\"\xc3\xa9\\ufffd\\ufffd\\ufffd\"") == 0, "%s", b.data);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
     /* appendf longer than its small buffer */
     char longs[1000];
     memset(longs, 'x', sizeof longs - 1);
     longs[sizeof longs - 1] = '\0';
-    json_buf_appendf(&b, "<%s|%d>", longs, 42);
+    kipp_json_buf_appendf(&b, "<%s|%d>", longs, 42);
     CHECK(b.length == 1004 && b.data[0] == '<' && strcmp(b.data + 1000, "|42>") == 0);
-    json_buf_free(&b);
+    kipp_json_buf_free(&b);
 
     /* random strings: serialize, parse back; equal iff input is UTF-8 */
     int mismatches = 0, valid = 0;
@@ -368,21 +368,21 @@ static void test_buf_roundtrip(void) {
             }
             if (pos > n) n = pos > sizeof s ? sizeof s : pos;
         }
-        json_buf_append_string(&b, (const char *)s, n);
+        kipp_json_buf_append_string(&b, (const char *)s, n);
         json_doc *d = NULL;
         kipp_error err = { 0 };
-        int rc = json_parse(b.data, b.length, &d, &err);
+        int rc = kipp_json_parse(b.data, b.length, &d, &err);
         int ok_utf8 = naive_utf8_ok(s, n);
         if (rc != KIPP_OK) {
             mismatches++;
         } else {
-            const json_value *v = json_root(d);
+            const json_value *v = kipp_json_root(d);
             int same = v->as.string.length == n && memcmp(v->as.string.chars, s, n) == 0;
             if (same != ok_utf8) mismatches++;
             valid += ok_utf8;
-            json_free(d);
+            kipp_json_free(d);
         }
-        json_buf_free(&b);
+        kipp_json_buf_free(&b);
     }
     CHECKF(mismatches == 0, "%d round-trip mismatches", mismatches);
     CHECKF(valid > 1000, "only %d valid strings generated", valid);
@@ -408,11 +408,11 @@ static void test_mutations(void) {
         }
         json_doc *d = NULL;
         kipp_error err = { 0 };
-        int rc = json_parse(buf, len, &d, &err);
+        int rc = kipp_json_parse(buf, len, &d, &err);
         if (rc == KIPP_OK) {
             successes++;
-            if (!json_root(d)) failures++;
-            json_free(d);
+            if (!kipp_json_root(d)) failures++;
+            kipp_json_free(d);
         } else if (!strstr(err.message, "JSON: ") || !strstr(err.message, "at byte")) {
             failures++;
         }
@@ -447,7 +447,7 @@ static void test_tokenizer_json(void) {
     if (!data) return;
     double t0 = kipp_now_seconds();
     json_doc *d = NULL;
-    int rc = json_parse(data, size, &d, &err);
+    int rc = kipp_json_parse(data, size, &d, &err);
     double t1 = kipp_now_seconds();
     CHECKF(rc == KIPP_OK, "%s", err.message);
     fprintf(stderr, "parsed %s (%zu bytes) in %.3f s\n", path, size, t1 - t0);
@@ -455,9 +455,9 @@ static void test_tokenizer_json(void) {
         free(data);
         return;
     }
-    const json_value *model = json_get_type(json_root(d), "model", JSON_OBJECT);
-    const json_value *vocab = json_get_type(model, "vocab", JSON_OBJECT);
-    const json_value *merges = json_get_type(model, "merges", JSON_ARRAY);
+    const json_value *model = kipp_json_get_type(kipp_json_root(d), "model", JSON_OBJECT);
+    const json_value *vocab = kipp_json_get_type(model, "vocab", JSON_OBJECT);
+    const json_value *merges = kipp_json_get_type(model, "merges", JSON_ARRAY);
     CHECK(vocab && merges);
     if (vocab && merges) {
         uint64_t sum = 0;
@@ -493,7 +493,7 @@ static void test_tokenizer_json(void) {
             CHECK(vocab->as.object.count > 150000);
         }
     }
-    json_free(d);
+    kipp_json_free(d);
     free(data);
 }
 

@@ -1,4 +1,4 @@
-/* safetensors reader/writer: round trip through st_write_header, and
+/* safetensors reader/writer: round trip through kipp_st_write_header, and
  * hostile headers rejected with their own messages (never read past the
  * file). */
 #include <stdio.h>
@@ -36,11 +36,11 @@ static const char *write_with_header(const char *name, const char *json, size_t 
 static void expect_reject(const char *name, const char *json, size_t data_len, const char *msg) {
     st_file f;
     kipp_error err = {0};
-    int rc = st_open(write_with_header(name, json, data_len), &f, &err);
+    int rc = kipp_st_open(write_with_header(name, json, data_len), &f, &err);
     CHECKF(rc != 0, "%s: accepted", name);
     CHECKF(rc == 0 || strstr(err.message, msg) != NULL, "%s: message '%s' lacks '%s'", name,
            err.message, msg);
-    if (rc == 0) st_close(&f);
+    if (rc == 0) kipp_st_close(&f);
 }
 
 static void round_trip(void) {
@@ -53,7 +53,7 @@ static void round_trip(void) {
     snprintf(path, sizeof path, "%s/rt.safetensors", dir);
     FILE *f = fopen(path, "wb");
     kipp_error err = {0};
-    CHECK(st_write_header(f, ts, 3, &err) == 0);
+    CHECK(kipp_st_write_header(f, ts, 3, &err) == 0);
     long header_end = ftell(f);
     CHECK(header_end % 8 == 0);
     uint16_t a[96];
@@ -64,22 +64,22 @@ static void round_trip(void) {
     fclose(f);
 
     st_file s;
-    CHECKF(st_open(path, &s, &err) == 0, "%s", err.message);
+    CHECKF(kipp_st_open(path, &s, &err) == 0, "%s", err.message);
     CHECK(s.n_tensors == 3);
-    const st_tensor *ta = st_find(&s, "a.weight"), *tb = st_find(&s, "b.weight");
-    CHECK(ta && tb && st_find(&s, "c") && !st_find(&s, "d"));
+    const st_tensor *ta = kipp_st_find(&s, "a.weight"), *tb = kipp_st_find(&s, "b.weight");
+    CHECK(ta && tb && kipp_st_find(&s, "c") && !kipp_st_find(&s, "d"));
     if (ta && tb) {
         CHECK(strcmp(ta->dtype, "BF16") == 0 && ta->n_dims == 2 && ta->shape[0] == 3 &&
               ta->shape[1] == 32);
         CHECK(ta->begin == 0 && ta->end == 192 && tb->begin == 192 && tb->end == 212);
         CHECK(s.data_offset == (uint64_t)header_end);
         uint16_t back[96];
-        CHECK(st_read(&s, ta, 0, back, sizeof back, &err) == 0 && memcmp(back, a, sizeof a) == 0);
+        CHECK(kipp_st_read(&s, ta, 0, back, sizeof back, &err) == 0 && memcmp(back, a, sizeof a) == 0);
         float fb[2];
-        CHECK(st_read(&s, tb, 8, fb, 8, &err) == 0 && fb[0] == 3 && fb[1] == 4);
-        CHECK(st_read(&s, tb, 12, fb, 12, &err) != 0); /* past the tensor */
+        CHECK(kipp_st_read(&s, tb, 8, fb, 8, &err) == 0 && fb[0] == 3 && fb[1] == 4);
+        CHECK(kipp_st_read(&s, tb, 12, fb, 12, &err) != 0); /* past the tensor */
     }
-    st_close(&s);
+    kipp_st_close(&s);
 }
 
 int main(void) {
@@ -92,13 +92,13 @@ int main(void) {
 
     kipp_error err = {0};
     st_file f;
-    CHECK(st_open(write_raw("short", "abc", 3), &f, &err) != 0 && strstr(err.message, "too short"));
+    CHECK(kipp_st_open(write_raw("short", "abc", 3), &f, &err) != 0 && strstr(err.message, "too short"));
     unsigned char huge[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, '{', '}'};
-    CHECK(st_open(write_raw("huge", huge, 16), &f, &err) != 0 &&
+    CHECK(kipp_st_open(write_raw("huge", huge, 16), &f, &err) != 0 &&
           strstr(err.message, "invalid safetensors header length"));
     unsigned char over[16] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-    CHECK(st_open(write_raw("over", over, 16), &f, &err) != 0 && strstr(err.message, "exceeds the file"));
-    CHECK(st_open("/nonexistent/x.safetensors", &f, &err) != 0 && strstr(err.message, "cannot open"));
+    CHECK(kipp_st_open(write_raw("over", over, 16), &f, &err) != 0 && strstr(err.message, "exceeds the file"));
+    CHECK(kipp_st_open("/nonexistent/x.safetensors", &f, &err) != 0 && strstr(err.message, "cannot open"));
 
     expect_reject("badjson", "{\"a\": ", 0, "bad safetensors header JSON");
     expect_reject("array", "[1, 2]      ", 0, "not a JSON object");
@@ -126,12 +126,12 @@ int main(void) {
     /* metadata entry is skipped; unknown dtypes are read (rejected later by
      * the converter with a dtype message) */
     st_file ok;
-    CHECKF(st_open(write_with_header("meta",
+    CHECKF(kipp_st_open(write_with_header("meta",
                                      "{\"__metadata__\":{\"format\":\"pt\"},"
                                      "\"a\":{\"dtype\":\"I4\",\"shape\":[2],\"data_offsets\":[0,1]}}",
                                      1),
                    &ok, &err) == 0, "%s", err.message);
-    if (ok.n_tensors) st_close(&ok);
+    if (ok.n_tensors) kipp_st_close(&ok);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

@@ -69,8 +69,8 @@ static void free_lines(lines *l) {
 static bool parse_ids(const char *s, size_t n, int32_t **ids, size_t *n_ids) {
     json_doc *doc;
     kipp_error err;
-    if (json_parse(s, n, &doc, &err)) return false;
-    const json_value *v = json_root(doc);
+    if (kipp_json_parse(s, n, &doc, &err)) return false;
+    const json_value *v = kipp_json_root(doc);
     bool ok = v->type == JSON_ARRAY;
     *n_ids = ok ? v->as.array.count : 0;
     *ids = malloc((*n_ids + 1) * sizeof **ids);
@@ -79,7 +79,7 @@ static bool parse_ids(const char *s, size_t n, int32_t **ids, size_t *n_ids) {
         ok = x->type == JSON_NUMBER && x->as.number.is_integer;
         if (ok) (*ids)[i] = (int32_t)x->as.number.integer;
     }
-    json_free(doc);
+    kipp_json_free(doc);
     return ok;
 }
 
@@ -102,12 +102,12 @@ static void test_golden(void) {
     for (size_t i = 0; i < in.n && i < exp.n && i < nfc.n; i++) {
         json_doc *d_in, *d_nfc;
         kipp_error err;
-        if (json_parse(in.line[i], in.len[i], &d_in, &err) ||
-            json_parse(nfc.line[i], nfc.len[i], &d_nfc, &err)) {
+        if (kipp_json_parse(in.line[i], in.len[i], &d_in, &err) ||
+            kipp_json_parse(nfc.line[i], nfc.len[i], &d_nfc, &err)) {
             CHECKF(0, "line %zu: unparsable", i + 1);
             continue;
         }
-        const json_value *text = json_root(d_in), *want_text = json_root(d_nfc);
+        const json_value *text = kipp_json_root(d_in), *want_text = kipp_json_root(d_nfc);
         int32_t *want = NULL, *got = NULL;
         size_t n_want = 0, n_got = 0;
         CHECK(parse_ids(exp.line[i], exp.len[i], &want, &n_want));
@@ -137,8 +137,8 @@ static void test_golden(void) {
         }
         free(want);
         free(got);
-        json_free(d_in);
-        json_free(d_nfc);
+        kipp_json_free(d_in);
+        kipp_json_free(d_nfc);
     }
     CHECKF(id_fail == 0, "%zu of %zu golden cases have different ids", id_fail, in.n);
     CHECKF(rt_fail == 0, "%zu of %zu golden cases do not round-trip to NFC", rt_fail, in.n);
@@ -163,15 +163,15 @@ static void test_invalid_utf8(void) {
     for (size_t i = 0; i < l.n; i++) {
         json_doc *doc;
         kipp_error err;
-        if (json_parse(l.line[i], l.len[i], &doc, &err)) {
+        if (kipp_json_parse(l.line[i], l.len[i], &doc, &err)) {
             CHECKF(0, "line %zu unparsable", i + 1);
             continue;
         }
-        const char *hex = json_get_string(json_root(doc), "hex");
-        const json_value *ids = json_get_type(json_root(doc), "ids", JSON_ARRAY);
+        const char *hex = kipp_json_get_string(kipp_json_root(doc), "hex");
+        const json_value *ids = kipp_json_get_type(kipp_json_root(doc), "ids", JSON_ARRAY);
         CHECK(hex && ids);
         if (!hex || !ids) {
-            json_free(doc);
+            kipp_json_free(doc);
             continue;
         }
         size_t nb = strlen(hex) / 2;
@@ -188,7 +188,7 @@ static void test_invalid_utf8(void) {
         if (!same && fails++ < 10) fprintf(stderr, "invalid-UTF-8 case %zu (%s) differs\n", i + 1, hex);
         if (rc == 0) free(got);
         free(bytes);
-        json_free(doc);
+        kipp_json_free(doc);
     }
     CHECKF(fails == 0, "%zu of %zu invalid-UTF-8 cases differ", fails, l.n);
     CHECKF(l.n >= 100, "only %zu invalid-UTF-8 cases", l.n);

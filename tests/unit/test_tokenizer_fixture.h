@@ -31,16 +31,16 @@ static int fixture_tokenizer_load(const char *path, kipp_tokenizer **out, kipp_e
     int rc = kipp_read_file(path, &text, &size, err);
     if (rc) return rc;
     json_doc *doc = NULL;
-    rc = json_parse(text, size, &doc, err);
+    rc = kipp_json_parse(text, size, &doc, err);
     free(text);
     if (rc) return rc;
-    const json_value *root = json_root(doc);
-    const json_value *model = json_get_type(root, "model", JSON_OBJECT);
-    const json_value *vocab = model ? json_get_type(model, "vocab", JSON_OBJECT) : NULL;
-    const json_value *merges = model ? json_get_type(model, "merges", JSON_ARRAY) : NULL;
-    const json_value *added = json_get_type(root, "added_tokens", JSON_ARRAY);
+    const json_value *root = kipp_json_root(doc);
+    const json_value *model = kipp_json_get_type(root, "model", JSON_OBJECT);
+    const json_value *vocab = model ? kipp_json_get_type(model, "vocab", JSON_OBJECT) : NULL;
+    const json_value *merges = model ? kipp_json_get_type(model, "merges", JSON_ARRAY) : NULL;
+    const json_value *added = kipp_json_get_type(root, "added_tokens", JSON_ARRAY);
     if (!vocab || !merges || !added) {
-        json_free(doc);
+        kipp_json_free(doc);
         return kipp_fail(err, KIPP_E_FORMAT, "%s: not a BPE tokenizer.json", path);
     }
     size_t n = KIPP_VOCAB_SIZE, m = merges->as.array.count;
@@ -79,12 +79,12 @@ static int fixture_tokenizer_load(const char *path, kipp_tokenizer **out, kipp_e
         const json_value *a = added->as.array.items[i];
         int64_t id;
         bool special = false;
-        const json_value *content = json_get_type(a, "content", JSON_STRING);
-        if (!content || !json_get_int64(a, "id", &id) || id < 0 || (size_t)id >= n) {
+        const json_value *content = kipp_json_get_type(a, "content", JSON_STRING);
+        if (!content || !kipp_json_get_int64(a, "id", &id) || id < 0 || (size_t)id >= n) {
             rc = kipp_fail(err, KIPP_E_FORMAT, "fixture: bad added token");
             goto done;
         }
-        json_get_bool(a, "special", &special);
+        kipp_json_get_bool(a, "special", &special);
         toks[id].ptr = content->as.string.chars;
         toks[id].len = content->as.string.length;
         types[id] = special ? 3 : 4;
@@ -120,7 +120,7 @@ done:
     free(mg);
     free(pads);
     free(mtext);
-    json_free(doc);
+    kipp_json_free(doc);
     return rc;
 }
 
