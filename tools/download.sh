@@ -204,16 +204,17 @@ for (const f of [...new Set(Object.values(m))].sort()) console.log(f);' "$1"
 }
 
 # has_chat_template FILE: tokenizer_config.json FILE carries a chat_template
+# (an unreadable file counts as not; the conversion then reports it)
 has_chat_template() {
     if [ -x /usr/bin/python3 ]; then
         /usr/bin/python3 -c '
 import json, sys
 t = json.load(open(sys.argv[1], encoding="utf-8")).get("chat_template")
-sys.exit(0 if t else 1)' "$1"
+sys.exit(0 if t else 1)' "$1" 2>/dev/null
     elif command -v node >/dev/null 2>&1; then
         node -e '
 const t = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).chat_template;
-process.exit(t ? 0 : 1);' "$1"
+process.exit(t ? 0 : 1);' "$1" 2>/dev/null
     else
         grep -q '"chat_template"' "$1"
     fi
