@@ -10,9 +10,12 @@
 #         written next to it as DIR.gguf
 #
 # Fetches {endpoint}/{repo}/resolve/{revision}/{file} for config.json,
-# generation_config.json (optional), tokenizer.json, tokenizer_config.json,
-# and model.safetensors.index.json; when the index exists, every shard its
-# weight_map names, else model.safetensors. Then runs
+# tokenizer.json, tokenizer_config.json, chat_template.jinja (newer revisions
+# keep the template there; required when tokenizer_config.json has no
+# chat_template and the entry is not a base one, else optional),
+# generation_config.json (optional) and model.safetensors.index.json
+# (optional); when the index exists, every shard its weight_map names, else
+# model.safetensors. Then runs
 #   kipp convert DIR -o DIR.gguf --checkpoint ID
 #
 # Environment:
@@ -22,7 +25,10 @@
 #   HF_TOKEN     sent as "Authorization: Bearer ..." when set
 #   KIPP         the kipp binary (default build/kipp next to this script)
 #
-# Behaviour: a file already complete in DIR is not fetched again. Transfers
+# Behaviour: a file already complete in DIR is not fetched again, and when
+# every required file is already there nothing is fetched at all (so a
+# rerun works offline); optional files absent either way are reported in
+# one line. Transfers
 # go to FILE.part and resume from there (HTTP Range, curl -C -) when rerun
 # after an interruption; a file is renamed into place only when complete.
 # When the server states the file's SHA-256 (X-Linked-ETag, as huggingface.co
@@ -65,10 +71,11 @@ command -v curl >/dev/null 2>&1 || die "curl is required"
 [ -f "$REGISTRY" ] || die "registry mirror not found: $REGISTRY"
 
 # ---- registry lookup ------------------------------------------------------
-ROW=$(awk -F '\t' -v id="$ID" '!/^#/ && $1 == id { print $2 "\t" $3; exit }' "$REGISTRY")
+ROW=$(awk -F '\t' -v id="$ID" '!/^#/ && $1 == id { print $2 "\t" $3 "\t" $4; exit }' "$REGISTRY")
 [ -n "$ROW" ] || die "'$ID' is not a registry checkpoint (see $REGISTRY for the ids)"
 REPO=$(printf '%s' "$ROW" | cut -f1)
 REVISION=$(printf '%s' "$ROW" | cut -f2)
+VARIANT=$(printf '%s' "$ROW" | cut -f3)
 case $REPO in
 kipp-synthetic/*)
     if [ -z "${HF_ENDPOINT:-}" ]; then
@@ -99,14 +106,18 @@ trap 'exit 130' INT TERM
     fi
 } >"$CURLCFG"
 
+# Optional files that turned out absent, for the one-line report.
+ABSENT=
+
 # fetch FILE REQUIRED: 0 = fetched or already present; 1 = absent (404, only
-# when not REQUIRED); exits on every other failure.
+# when not REQUIRED; added to ABSENT); exits on every other failure.
 fetch() {
     file=$1
     required=$2
     target=$DIR/$file
     part=$target.part
     headers=$target.headers
+    errlog=$target.err
     url=$ENDPOINT/$REPO/resolve/$REVISION/$file
     if [ -f "$target" ]; then
         echo "  $file: present"
@@ -121,16 +132,27 @@ fetch() {
             echo "  $file"
         fi
         status=0
-        code=$(curl --config "$CURLCFG" --continue-at - --dump-header "$headers" \
-            --output "$part" --write-out '%{http_code}' "$url") || status=$?
+        if [ "$required" = 1 ]; then
+            code=$(curl --config "$CURLCFG" --continue-at - --dump-header "$headers" \
+                --output "$part" --write-out '%{http_code}' "$url") || status=$?
+        else
+            # An optional file's 404 is an answer, not an error: curl's own
+            # "curl: (22) ... 404" line is kept back and shown only for
+            # other failures.
+            code=$(curl --config "$CURLCFG" --continue-at - --dump-header "$headers" \
+                --output "$part" --write-out '%{http_code}' "$url" 2>"$errlog") || status=$?
+        fi
         if [ $status -eq 0 ]; then
+            rm -f "$errlog"
             break
         fi
         if [ "$code" = 404 ] && [ "$required" = 0 ]; then
-            rm -f "$part" "$headers"
-            echo "  $file: not in this revision (optional)"
+            rm -f "$part" "$headers" "$errlog"
+            ABSENT="$ABSENT${ABSENT:+, }$file"
             return 1
         fi
+        if [ -s "$errlog" ]; then cat "$errlog" >&2; fi
+        rm -f "$errlog"
         # 416: the partial file is not a prefix the server can continue
         # (already complete or longer than the file); 33: the server ignores
         # Range. Either way start this file over, once.
@@ -181,27 +203,89 @@ for (const f of [...new Set(Object.values(m))].sort()) console.log(f);' "$1"
     fi
 }
 
-fetch config.json 1
-fetch generation_config.json 0 || true
-fetch tokenizer.json 1
-fetch tokenizer_config.json 1
-# A complete single-file checkpoint from an earlier run needs no index lookup.
-if [ -f "$DIR/model.safetensors" ] && [ ! -f "$DIR/model.safetensors.index.json" ]; then
-    fetch model.safetensors 1
-elif fetch model.safetensors.index.json 0; then
-    shards=$(shard_list "$DIR/model.safetensors.index.json") || die "cannot read the shard list from $DIR/model.safetensors.index.json"
-    [ -n "$shards" ] || die "empty shard list in $DIR/model.safetensors.index.json"
-    for shard in $shards; do
-        # a hostile index must not write outside DIR
-        case $shard in
-        */* | .* | *[!A-Za-z0-9._-]*) die "refusing shard name '$shard' from the index" ;;
-        *.safetensors) ;;
-        *) die "shard '$shard' in the index is not a .safetensors file" ;;
-        esac
-        fetch "$shard" 1
+# has_chat_template FILE: tokenizer_config.json FILE carries a chat_template
+# (an unreadable file counts as not; the conversion then reports it)
+has_chat_template() {
+    if [ -x /usr/bin/python3 ]; then
+        /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8")).get("chat_template")
+sys.exit(0 if t else 1)' "$1" 2>/dev/null
+    elif command -v node >/dev/null 2>&1; then
+        node -e '
+const t = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).chat_template;
+process.exit(t ? 0 : 1);' "$1" 2>/dev/null
+    else
+        grep -q '"chat_template"' "$1"
+    fi
+}
+
+# Non-base entries need a chat template: from tokenizer_config.json, or
+# (newer revisions) from chat_template.jinja beside it.
+template_required() {
+    [ "$VARIANT" != base ] && [ -f "$DIR/tokenizer_config.json" ] &&
+        ! has_chat_template "$DIR/tokenizer_config.json"
+}
+
+# required_present: every file the conversion needs is already in DIR
+required_present() {
+    for f in config.json tokenizer.json tokenizer_config.json; do
+        [ -f "$DIR/$f" ] || return 1
     done
+    if template_required && [ ! -f "$DIR/chat_template.jinja" ]; then return 1; fi
+    if [ -f "$DIR/model.safetensors.index.json" ]; then
+        shards=$(shard_list "$DIR/model.safetensors.index.json" 2>/dev/null) || return 1
+        [ -n "$shards" ] || return 1
+        for shard in $shards; do
+            case $shard in */* | .*) return 1 ;; esac
+            [ -f "$DIR/$shard" ] || return 1
+        done
+        return 0
+    fi
+    [ -f "$DIR/model.safetensors" ]
+}
+
+if required_present; then
+    # Optional files are not worth a network round trip (or a failure when
+    # offline) once the conversion has what it needs.
+    echo "download.sh: every required file is already in $DIR; nothing fetched"
+    for f in generation_config.json chat_template.jinja; do
+        [ -f "$DIR/$f" ] || ABSENT="$ABSENT${ABSENT:+, }$f"
+    done
+    if [ -n "$ABSENT" ]; then
+        echo "download.sh: optional files not in $DIR (not fetched): $ABSENT"
+    fi
 else
-    fetch model.safetensors 1
+    fetch config.json 1
+    fetch generation_config.json 0 || true
+    fetch tokenizer.json 1
+    fetch tokenizer_config.json 1
+    if template_required; then
+        fetch chat_template.jinja 1
+    else
+        fetch chat_template.jinja 0 || true
+    fi
+    # A complete single-file checkpoint from an earlier run needs no index lookup.
+    if [ -f "$DIR/model.safetensors" ] && [ ! -f "$DIR/model.safetensors.index.json" ]; then
+        fetch model.safetensors 1
+    elif fetch model.safetensors.index.json 0; then
+        shards=$(shard_list "$DIR/model.safetensors.index.json") || die "cannot read the shard list from $DIR/model.safetensors.index.json"
+        [ -n "$shards" ] || die "empty shard list in $DIR/model.safetensors.index.json"
+        for shard in $shards; do
+            # a hostile index must not write outside DIR
+            case $shard in
+            */* | .* | *[!A-Za-z0-9._-]*) die "refusing shard name '$shard' from the index" ;;
+            *.safetensors) ;;
+            *) die "shard '$shard' in the index is not a .safetensors file" ;;
+            esac
+            fetch "$shard" 1
+        done
+    else
+        fetch model.safetensors 1
+    fi
+    if [ -n "$ABSENT" ]; then
+        echo "download.sh: optional files not in $REPO@$REVISION: $ABSENT"
+    fi
 fi
 echo "download.sh: $ID files complete in $DIR"
 

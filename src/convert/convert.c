@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "convert/encode.h"
 #include "convert/hf_config.h"
 #include "convert/layout.h"
+#include "convert/provenance.h"
 #include "convert/safetensors.h"
 #include "convert/vocab.h"
 #include "core/common.h"
@@ -27,6 +29,11 @@ typedef struct converter {
     const kipp_convert_options *opt;
     const kipp_checkpoint *entry;
     const kipp_scheme_info *scheme;
+    /* identity sources, owned (generation_text NULL when the file is absent) */
+    char *config_text, *generation_text;
+    size_t config_len, generation_len;
+    char *template_text; /* chat_template.jinja, when present */
+    kipp_provenance provenance;
     /* source files (names relative to dir), sorted, with their hashes */
     char *files[MAX_SOURCES];
     char sha[MAX_SOURCES][65];
@@ -88,12 +95,37 @@ static void progress(converter *cv, uint64_t bytes) {
 /* ---- checkpoint files ------------------------------------------------ */
 
 static int load_config(converter *cv, kipp_error *err) {
-    char *text = NULL;
+    return read_source(cv, "config.json", &cv->config_text, &cv->config_len, err);
+}
+
+/* generation_config.json is optional; when present its eos/bos ids are
+ * compared with the entry (kipp_hf_config_match) and it is recorded among
+ * the source hashes. */
+static int load_generation_config(converter *cv, kipp_error *err) {
+    if (!exists(cv, "generation_config.json")) return KIPP_OK;
+    return read_source(cv, "generation_config.json", &cv->generation_text, &cv->generation_len,
+                       err);
+}
+
+/* Newer Hugging Face revisions keep the chat template in chat_template.jinja
+ * beside tokenizer_config.json (recent transformers versions save it there).
+ * It is read whenever present; if tokenizer_config.json also has a template,
+ * the two must be the same text, since either could be the one meant. The
+ * bytes are taken as they are (no newline added or trimmed). */
+static int load_chat_template_file(converter *cv, kipp_error *err) {
+    if (!exists(cv, "chat_template.jinja")) return KIPP_OK;
     size_t len = 0;
-    int rc = read_source(cv, "config.json", &text, &len, err);
-    if (!rc) rc = kipp_hf_config_match(text, len, cv->opt->checkpoint_id, &cv->entry, err);
-    free(text);
-    return rc;
+    int rc = read_source(cv, "chat_template.jinja", &cv->template_text, &len, err);
+    if (rc) return rc;
+    if (memchr(cv->template_text, '\0', len))
+        return kipp_fail(err, KIPP_E_FORMAT, "chat_template.jinja contains a NUL byte");
+    if (len == 0) return kipp_fail(err, KIPP_E_FORMAT, "chat_template.jinja is empty");
+    if (cv->vocab.chat_template && strcmp(cv->vocab.chat_template, cv->template_text) != 0)
+        return kipp_fail(err, KIPP_E_FORMAT,
+                         "tokenizer_config.json has a chat_template and chat_template.jinja holds "
+                         "a different one; remove the one that is not meant");
+    cv->vocab.chat_template = cv->template_text;
+    return KIPP_OK;
 }
 
 static int load_tokenizer(converter *cv, kipp_error *err) {
@@ -104,26 +136,24 @@ static int load_tokenizer(converter *cv, kipp_error *err) {
     if (!rc) rc = kipp_vocab_build(&cv->vocab, tok, tok_len, cfg, cfg_len, err);
     free(tok);
     free(cfg);
-    if (rc) return rc;
-    if (cv->entry->variant != KIPP_VARIANT_BASE && !cv->vocab.chat_template)
-        return kipp_fail(err, KIPP_E_FORMAT,
-                         "tokenizer_config.json has no chat_template, which instruct entry '%s' "
-                         "needs", cv->entry->id);
-    return KIPP_OK;
+    if (!rc) rc = load_chat_template_file(cv, err);
+    return rc;
 }
 
-/* generation_config.json is optional; when present it must be valid JSON
- * and it is recorded among the source hashes. */
-static int load_generation_config(converter *cv, kipp_error *err) {
-    if (!exists(cv, "generation_config.json")) return KIPP_OK;
-    char *text = NULL;
-    size_t len = 0;
-    json_doc *doc = NULL;
-    int rc = read_source(cv, "generation_config.json", &text, &len, err);
-    if (!rc && (rc = kipp_json_parse(text, len, &doc, err)))
-        kipp_fail_prefix(err, "generation_config.json: invalid JSON");
-    kipp_json_free(doc);
-    free(text);
+/* The registry entry, from everything the directory says about itself, and
+ * the revision it reveals. */
+static int match_entry(converter *cv, kipp_error *err) {
+    kipp_hf_sources src = {
+        .config = cv->config_text,
+        .config_len = cv->config_len,
+        .generation = cv->generation_text,
+        .generation_len = cv->generation_len,
+        .has_chat_template = cv->vocab.chat_template != NULL,
+    };
+    int rc = kipp_hf_config_match(&src, cv->opt->checkpoint_id, &cv->entry, err);
+    if (!rc)
+        rc = kipp_provenance_check(cv->dir, cv->entry, cv->opt->allow_unpinned, &cv->provenance,
+                                   err);
     return rc;
 }
 
@@ -355,6 +385,9 @@ static int add_metadata(converter *cv, gguf_writer *w, kipp_error *err) {
     if ((rc = kipp_gguf_writer_add_string(w, "kipp.checkpoint", c->id, err)) ||
         (rc = kipp_gguf_writer_add_string(w, "kipp.source.repository", c->source_repository, err)) ||
         (rc = kipp_gguf_writer_add_string(w, "kipp.source.revision", c->revision, err)) ||
+        (cv->provenance.unpinned[0] &&
+         (rc = kipp_gguf_writer_add_string(w, "kipp.source.unpinned", cv->provenance.unpinned,
+                                           err))) ||
         (rc = kipp_gguf_writer_add_string_array(w, "kipp.source.files", (const char *const *)cv->files,
                                            name_lens, cv->n_files, err)) ||
         (rc = kipp_gguf_writer_add_string_array(w, "kipp.source.sha256", sha, lens, cv->n_files, err)) ||
@@ -408,11 +441,76 @@ static int write_tensors(converter *cv, gguf_writer *w, FILE *fp, buffers *b, ki
     return KIPP_OK;
 }
 
+/* ---- FILE.tmp and terminating signals ------------------------------------ */
+
+/* The path a terminating signal removes. A fixed buffer and a flag, because
+ * the handler may only use async-signal-safe calls (unlink, raise). */
+static char signal_tmp_path[4096];
+static volatile sig_atomic_t signal_tmp_armed;
+static const int cleanup_signals[] = {SIGHUP, SIGINT, SIGTERM};
+#define N_CLEANUP_SIGNALS (sizeof cleanup_signals / sizeof cleanup_signals[0])
+
+typedef struct signal_guard {
+    bool installed[N_CLEANUP_SIGNALS];
+    struct sigaction old[N_CLEANUP_SIGNALS];
+    bool xfsz_ignored;
+    struct sigaction old_xfsz;
+} signal_guard;
+
+static void remove_tmp_then_die(int sig) {
+    if (signal_tmp_armed) unlink(signal_tmp_path);
+    /* SA_RESETHAND put back the default action, and the signal is blocked
+     * while this runs: once it returns, the re-raised signal ends the process
+     * with the status its sender and the shell expect (e.g. 130 for SIGINT). */
+    raise(sig);
+}
+
+/* Arms the handler for tmp before tmp is created, so there is no window in
+ * which it exists unguarded. */
+static void signal_guard_install(signal_guard *g, const char *tmp) {
+    memset(g, 0, sizeof *g);
+    snprintf(signal_tmp_path, sizeof signal_tmp_path, "%s", tmp);
+    signal_tmp_armed = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_tmp_then_die;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++) sigaddset(&sa.sa_mask, cleanup_signals[i]);
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++) {
+        /* a signal the process ignores (nohup, a background job) stays
+         * ignored: it cannot interrupt the write */
+        if (sigaction(cleanup_signals[i], NULL, &g->old[i]) != 0 ||
+            g->old[i].sa_handler == SIG_IGN)
+            continue;
+        g->installed[i] = sigaction(cleanup_signals[i], &sa, NULL) == 0;
+    }
+    /* By default exceeding RLIMIT_FSIZE kills the process with SIGXFSZ,
+     * leaving the partial file; ignored, the write fails with EFBIG and the
+     * ordinary error path reports it and removes tmp. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGXFSZ, NULL, &g->old_xfsz) == 0 && g->old_xfsz.sa_handler == SIG_DFL)
+        g->xfsz_ignored = sigaction(SIGXFSZ, &ign, NULL) == 0;
+}
+
+/* Called once tmp is renamed or removed. */
+static void signal_guard_remove(signal_guard *g) {
+    signal_tmp_armed = 0;
+    for (size_t i = 0; i < N_CLEANUP_SIGNALS; i++)
+        if (g->installed[i]) sigaction(cleanup_signals[i], &g->old[i], NULL);
+    if (g->xfsz_ignored) sigaction(SIGXFSZ, &g->old_xfsz, NULL);
+}
+
 static int write_artifact(converter *cv, const char *out_path, kipp_error *err) {
     buffers b = {0};
     gguf_writer *w = NULL;
     FILE *fp = NULL;
     char tmp[4096];
+    signal_guard guard;
+    bool guarded = false;
     int rc = KIPP_OK;
     if (snprintf(tmp, sizeof tmp, "%s.tmp", out_path) >= (int)sizeof tmp)
         return kipp_fail(err, KIPP_E_ARGUMENT, "output path too long");
@@ -435,6 +533,10 @@ static int write_artifact(converter *cv, const char *out_path, kipp_error *err) 
         if ((rc = kipp_gguf_writer_add_tensor(w, t->gguf_name, t->n_dims, ne, output_type(cv, t), err)))
             goto done;
     }
+    if (cv->opt->remove_tmp_on_signal) {
+        signal_guard_install(&guard, tmp);
+        guarded = true;
+    }
     if (!(fp = fopen(tmp, "wb"))) {
         rc = kipp_fail(err, KIPP_E_IO, "cannot create %s: %s", tmp, strerror(errno));
         goto done;
@@ -454,7 +556,9 @@ static int write_artifact(converter *cv, const char *out_path, kipp_error *err) 
                        strerror(errno));
 done:
     if (fp) fclose(fp);
+    /* every failure, including one before tmp exists (then ENOENT) */
     if (rc) unlink(tmp);
+    if (guarded) signal_guard_remove(&guard);
     kipp_gguf_writer_destroy(w);
     free(b.in);
     free(b.in2);
@@ -476,6 +580,9 @@ static void converter_free(converter *cv) {
     free(cv->src);
     free(cv->src_file);
     kipp_vocab_free(&cv->vocab);
+    free(cv->config_text);
+    free(cv->generation_text);
+    free(cv->template_text);
 }
 
 int kipp_convert(const char *dir, const char *out_path, const kipp_convert_options *opt,
@@ -492,8 +599,8 @@ int kipp_convert(const char *dir, const char *out_path, const kipp_convert_optio
     cv->scheme = scheme;
     int rc;
     if ((rc = load_config(cv, err)) || (rc = load_generation_config(cv, err)) ||
-        (rc = open_weights(cv, err)) || (rc = bind_tensors(cv, err)) ||
-        (rc = load_tokenizer(cv, err)))
+        (rc = load_tokenizer(cv, err)) || (rc = match_entry(cv, err)) ||
+        (rc = open_weights(cv, err)) || (rc = bind_tensors(cv, err)))
         goto done;
     for (size_t i = 0; i < cv->n_files; i++) {
         char path[4096];

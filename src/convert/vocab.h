@@ -29,7 +29,8 @@ typedef struct kipp_vocab {
     const char **merges;   /* [n_merges] */
     size_t *merge_lens;
     size_t n_merges;
-    const char *chat_template; /* tokenizer_config.json chat_template, or NULL */
+    const char *chat_template; /* tokenizer_config.json chat_template, or NULL (the
+                                * converter may point it at chat_template.jinja) */
     /* owned */
     json_doc *tokenizer_doc, *config_doc;
     char *arena;           /* joined merge pairs */

@@ -87,6 +87,9 @@ static const key_spec key_specs[] = {
     {"kipp.checkpoint", GGUF_TYPE_STRING, 0, 0},
     {"kipp.source.repository", GGUF_TYPE_STRING, 0, 0},
     {"kipp.source.revision", GGUF_TYPE_STRING, 0, 0},
+    /* only from `kipp convert --allow-unpinned`: the REPOSITORY@REVISION the
+     * files really came from; provenance, never used to find the entry */
+    {"kipp.source.unpinned", GGUF_TYPE_STRING, 0, 2},
     {"kipp.source.files", GGUF_TYPE_ARRAY, GGUF_TYPE_STRING, 0},
     {"kipp.source.sha256", GGUF_TYPE_ARRAY, GGUF_TYPE_STRING, 0},
     {"kipp.quant.scheme", GGUF_TYPE_STRING, 0, 0},

@@ -12,6 +12,7 @@
  * type, u64 count, elements. */
 #include "core/gguf.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -752,7 +753,7 @@ int kipp_gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dim
 
 static int write_all(FILE *fp, const void *p, size_t n, kipp_error *err) {
     if (n && fwrite(p, 1, n, fp) != n)
-        return kipp_fail(err, KIPP_E_IO, "GGUF writer: write failed (disk full?)");
+        return kipp_fail(err, KIPP_E_IO, "GGUF writer: write failed: %s", strerror(errno));
     return KIPP_OK;
 }
 

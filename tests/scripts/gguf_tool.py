@@ -3,7 +3,8 @@
 spec; shares no code with src/core/gguf.c).
 
   gguf_tool.py compare A B [--ignore KEY,KEY]   exit 0 iff metadata (except
-      ignored keys), tensor directory and tensor data are identical
+      ignored keys, which may be absent from either), tensor directory and
+      tensor data are identical
   gguf_tool.py get FILE KEY                     value as JSON (arrays whole)
   gguf_tool.py summary FILE                     keys, array lengths, tensors
 """
@@ -86,12 +87,13 @@ def main(argv):
             ignore = set(argv[4].split(","))
         a, b = parse(argv[1]), parse(argv[2])
         bad = []
-        oa = [k for k in a["order"]]
-        ob = [k for k in b["order"]]
+        # an ignored key may be present in one file only
+        oa = [k for k in a["order"] if k not in ignore]
+        ob = [k for k in b["order"] if k not in ignore]
         if oa != ob:
             bad.append(f"metadata key order differs: {oa} vs {ob}")
         for k in oa:
-            if k in ignore or k not in b["kv"]:
+            if k not in b["kv"]:
                 continue
             if a["kv"][k] != b["kv"][k]:
                 bad.append(f"metadata {k} differs")
@@ -105,7 +107,7 @@ def main(argv):
                 bad.append(f"tensor {ta['name']}: data differs")
         for line in bad:
             print(line)
-        print(f"compared {len(oa)} keys ({len(ignore & set(oa))} ignored), "
+        print(f"compared {len(oa)} keys ({len(ignore & (set(a['order']) | set(b['order'])))} ignored), "
               f"{len(a['tensors'])} tensors: {'DIFFERENT' if bad else 'identical'}")
         return 1 if bad else 0
     if len(argv) == 3 and argv[0] == "get":

@@ -47,6 +47,24 @@ def edit_config(d, **changes):
     replace(d + "/config.json", json.dumps(c, indent=2).encode())
 
 
+def edit_json(path, **changes):
+    c = json.load(open(path))
+    for k, v in changes.items():
+        if v is None:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    replace(path, json.dumps(c, indent=2).encode())
+
+
+# qwen3-0.6b's config.json values (no kipp_checkpoint: matched by its values);
+# applied to an instruct synthetic checkpoint, whose eos ids and chat
+# template are already the instruct ones
+QWEN3_06B = dict(kipp_checkpoint=None, num_hidden_layers=28, hidden_size=1024,
+                 intermediate_size=3072, num_attention_heads=16, max_position_embeddings=40960,
+                 rope_theta=1000000, tie_word_embeddings=True)
+
+
 def bf16_to_f16_bytes(raw):
     out = bytearray()
     for i in range(0, len(raw), 2):
@@ -75,18 +93,40 @@ def main():
         edit_config(d, kipp_checkpoint="synthetic-huge")
     elif m == "config-not-qwen3":
         edit_config(d, model_type="llama", architectures=["LlamaForCausalLM"])
-    elif m == "config-real-dims":
-        # qwen3-0.6b's config (no kipp_checkpoint): matched by dimensions
-        edit_config(d, kipp_checkpoint=None, num_hidden_layers=28, hidden_size=1024,
-                    intermediate_size=3072, num_attention_heads=16, max_position_embeddings=40960)
     elif m == "config-ambiguous":
         edit_config(d, kipp_checkpoint=None, num_hidden_layers=36, hidden_size=2560,
                     intermediate_size=9728, num_attention_heads=32, max_position_embeddings=262144,
-                    rope_theta=5000000)
+                    rope_theta=5000000, tie_word_embeddings=True)
     elif m == "config-ambiguous-hint":
         edit_config(d, kipp_checkpoint=None, num_hidden_layers=36, hidden_size=2560,
                     intermediate_size=9728, num_attention_heads=32, max_position_embeddings=262144,
-                    rope_theta=5000000, _name_or_path="/models/Qwen3-4B-Thinking-2507")
+                    rope_theta=5000000, tie_word_embeddings=True,
+                    _name_or_path="/models/Qwen3-4B-Thinking-2507")
+    elif m == "config-qwen3-0.6b":
+        edit_config(d, **QWEN3_06B)
+    elif m == "config-instruct-context-edited":
+        # the bug of issue 9: an instruct checkpoint whose context length was
+        # edited to the base entry's value
+        edit_config(d, **dict(QWEN3_06B, max_position_embeddings=32768))
+    elif m == "config-eos-instruct":
+        edit_config(d, eos_token_id=151645)
+    elif m == "config-bos":
+        edit_config(d, bos_token_id=1)
+    elif m == "config-no-eos":
+        edit_config(d, eos_token_id=None)
+    elif m == "generation-eos-instruct":
+        edit_json(d + "/generation_config.json", eos_token_id=[151645, 151643])
+    elif m == "generation-bad-json":
+        replace(d + "/generation_config.json", b"{")
+    elif m == "chat-template-jinja":
+        # the newer Hugging Face layout: the template in its own file
+        c = json.load(open(d + "/tokenizer_config.json"))
+        template = c.pop("chat_template")
+        replace(d + "/tokenizer_config.json", json.dumps(c).encode())
+        replace(d + "/chat_template.jinja", template.encode())
+    elif m == "chat-template-jinja-differs":
+        c = json.load(open(d + "/tokenizer_config.json"))
+        replace(d + "/chat_template.jinja", (c["chat_template"] + "{# edited #}").encode())
     elif m == "config-bad-json":
         replace(d + "/config.json", open(d + "/config.json", "rb").read()[:-40])
     elif m == "missing-tensor":

@@ -3,7 +3,8 @@
 # give artifacts identical apart from the recorded source files and hashes;
 # every metadata key, tokenizer array, tensor and byte is checked against an
 # independent Python reconstruction from the source files
-# (tests/scripts/convert_check.py); base and instruct (untied, chat template).
+# (tests/scripts/convert_check.py); base and instruct (untied, chat template,
+# also from chat_template.jinja).
 set -eu
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
@@ -42,6 +43,18 @@ python3 tests/scripts/gguf_tool.py compare "$W/single.gguf" "$W/sharded.gguf" \
 if python3 tests/scripts/gguf_tool.py compare "$W/single.gguf" "$W/sharded.gguf" >/dev/null; then
     fail "source file lists of single and sharded artifacts are equal"
 fi
+
+# the newer Hugging Face layout: the chat template in chat_template.jinja
+# beside a tokenizer_config.json without one gives the same artifact
+cp -rl "$W/instruct" "$W/jinja"
+python3 tests/scripts/mutate_checkpoint.py "$W/jinja" chat-template-jinja
+"$KIPP" convert "$W/jinja" -o "$W/jinja.gguf" 2>"$W/err" || fail "chat_template.jinja: $(cat "$W/err")"
+python3 tests/scripts/gguf_tool.py compare "$W/instruct.gguf" "$W/jinja.gguf" \
+    --ignore kipp.source.files,kipp.source.sha256 ||
+    fail "chat_template.jinja: artifact differs from the tokenizer_config.json layout"
+python3 tests/scripts/gguf_tool.py get "$W/jinja.gguf" kipp.source.files | grep -q chat_template.jinja ||
+    fail "chat_template.jinja is not recorded among the source files"
+echo "chat_template.jinja read when tokenizer_config.json has no chat_template"
 
 # the converter is deterministic
 "$KIPP" convert "$W/single" -o "$W/again.gguf"

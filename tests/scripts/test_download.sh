@@ -7,7 +7,11 @@
 #
 # Checks: every file arrives byte-identical (single-file and sharded
 # layouts, shards read from the index); the bearer token is sent; the
-# optional index 404 is tolerated; resume from a partial file sends a Range
+# optional index 404 is tolerated, without curl's raw 404 line, and absent
+# optional files are reported in one line; a rerun with every required file
+# present works offline; chat_template.jinja (the newer layout) is fetched,
+# required when tokenizer_config.json has no template, and read by the
+# converter; resume from a partial file sends a Range
 # request; a dropped transfer fails loudly, then resumes; a corrupt partial
 # file is caught by the SHA-256 check; unknown ids, synthetic ids without a
 # mirror, a missing revision and a hostile shard name fail with their
@@ -133,12 +137,34 @@ grep -q "model.safetensors.index.json	-	.*	404$" "$TMP/requests.log" && ok "opti
     bad "index request not seen"
 [ ! -e "$TMP/single/model.safetensors.index.json" ] || bad "a 404 left an index file behind"
 grep -q "SHA-256 verified" "$TMP/single.log" && ok "SHA-256 checked" || bad "no SHA-256 check reported"
-ls "$TMP/single" | grep -q '\.part$\|\.headers$' && bad "leftover temporary files in $TMP/single"
+ls "$TMP/single" | grep -q '\.part$\|\.headers$\|\.err$' && bad "leftover temporary files in $TMP/single"
+grep -q "curl: (22)" "$TMP/single.log" && bad "curl's raw 404 line printed for an optional file"
+if [ "$(grep -c "optional files" "$TMP/single.log")" = 1 ] &&
+    grep -qx "download.sh: optional files not in kipp-synthetic/tiny@v1-seed-1: chat_template.jinja, model.safetensors.index.json" "$TMP/single.log"; then
+    ok "absent optional files reported in one line"
+else
+    bad "absent optional files not reported in one plain line:"
+    cat "$TMP/single.log"
+fi
 
 echo "== second run fetches nothing"
 : >"$TMP/requests.log"
 $DL --no-convert synthetic-tiny "$TMP/single" >/dev/null 2>&1 || bad "rerun failed"
 [ ! -s "$TMP/requests.log" ] && ok "rerun made no requests" || bad "rerun made requests"
+
+echo "== offline rerun: every required file present, an optional one missing"
+cp -r "$TMP/single" "$TMP/offline"
+rm "$TMP/offline/generation_config.json"
+# port 9 (discard) on loopback: nothing listens, every request would fail
+if HF_ENDPOINT=http://127.0.0.1:9 $DL --no-convert synthetic-tiny "$TMP/offline" >"$TMP/offline.log" 2>&1; then
+    ok "offline rerun succeeds"
+else
+    bad "offline rerun failed:"
+    cat "$TMP/offline.log"
+fi
+grep -qx "download.sh: optional files not in $TMP/offline (not fetched): generation_config.json, chat_template.jinja" \
+    "$TMP/offline.log" && ok "offline: absent optional files reported" || bad "offline: no report of the absent optional files"
+grep -q "curl" "$TMP/offline.log" && bad "offline: curl was run"
 
 echo "== resume from a partial file"
 mkdir -p "$TMP/resume"
@@ -190,6 +216,37 @@ same_files "$TMP/src-sharded" "$TMP/sharded" && ok "sharded: all files identical
 grep -q "/$SHARD1	" "$TMP/requests.log" && grep -q "/$SHARD2	" "$TMP/requests.log" &&
     ok "both shards requested from the index" || bad "shards not requested"
 grep -q "/model.safetensors	" "$TMP/requests.log" && bad "asked for model.safetensors despite the index"
+
+echo "== chat template in chat_template.jinja (newer revisions)"
+$KIPP synth synthetic-tiny-instruct "$TMP/src-jinja" >/dev/null 2>&1 || { echo "FAIL: kipp synth synthetic-tiny-instruct"; exit 1; }
+$PY -c '
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/tokenizer_config.json"))
+open(d + "/template.orig", "w").write(json.dumps(c.pop("chat_template")) + "\n")
+json.dump(c, open(d + "/tokenizer_config.json", "w"))
+open(d + "/chat_template.jinja", "w").write(json.loads(open(d + "/template.orig").read()))
+' "$TMP/src-jinja"
+mv "$TMP/src-jinja/template.orig" "$TMP/template.orig"
+start_server "$TMP/src-jinja" v1-seed-2 --repo kipp-synthetic/tiny-instruct
+if $DL synthetic-tiny-instruct "$TMP/jinja" >"$TMP/jinja.log" 2>&1; then
+    ok "instruct checkpoint with chat_template.jinja downloaded and converted"
+    same_files "$TMP/src-jinja" "$TMP/jinja" && ok "jinja: all files identical"
+    $PY "$ROOT/tests/scripts/gguf_tool.py" get "$TMP/jinja.gguf" tokenizer.chat_template >"$TMP/template.got" &&
+        cmp -s "$TMP/template.orig" "$TMP/template.got" &&
+        ok "artifact's tokenizer.chat_template equals the original template" ||
+        bad "artifact's tokenizer.chat_template differs from the original template"
+else
+    bad "download + convert of the chat_template.jinja layout failed"
+    cat "$TMP/jinja.log"
+fi
+# without the file, an instruct entry whose tokenizer_config.json has no
+# template cannot be converted: the download says so instead of going on
+mkdir -p "$TMP/src-nojinja"
+cp "$TMP/src-jinja"/*.json "$TMP/src-nojinja/"
+start_server "$TMP/src-nojinja" v1-seed-2 --repo kipp-synthetic/tiny-instruct
+expect_fail "$TMP/nojinja.log" "chat_template.jinja failed (HTTP 404" \
+    $DL --no-convert synthetic-tiny-instruct "$TMP/nojinja"
 
 echo "== conversion (download.sh's last step)"
 if $KIPP convert --help 2>&1 | grep -q "not implemented"; then

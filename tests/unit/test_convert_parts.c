@@ -81,12 +81,35 @@ static const char *config_fmt =
     "\"intermediate_size\":%d,\"num_attention_heads\":%d,\"max_position_embeddings\":%d,"
     "\"rope_theta\":%d,\"tie_word_embeddings\":%s%s}";
 
+/* The config as real checkpoints write it; eos_token_id follows the
+ * context length the way the registry pairs them (40960 and 262144:
+ * instruct, 32768: base), unless `extra` states one. */
 static int match(const char *extra, int layers, int hidden, int ffn, int heads, int ctx, int theta,
                  const char *tied, const char *id, const kipp_checkpoint **out, kipp_error *err) {
-    char text[2048];
-    snprintf(text, sizeof text, config_fmt, layers, hidden, ffn, heads, ctx, theta, tied, extra);
+    char text[2048], more[512];
+    snprintf(more, sizeof more, "%s%s", extra,
+             strstr(extra, "eos_token_id") ? ""
+             : ctx == 32768                ? ",\"eos_token_id\":151643"
+                                           : ",\"eos_token_id\":151645");
+    snprintf(text, sizeof text, config_fmt, layers, hidden, ffn, heads, ctx, theta, tied, more);
     *out = NULL;
-    return kipp_hf_config_match(text, strlen(text), id, out, err);
+    kipp_hf_sources src = {.config = text, .config_len = strlen(text), .has_chat_template = true};
+    return kipp_hf_config_match(&src, id, out, err);
+}
+
+/* match() with a generation_config.json and a chat template presence. */
+static int match_gen(const char *extra, int ctx, const char *generation, bool has_template,
+                     const char *id, const kipp_checkpoint **out, kipp_error *err) {
+    char text[2048], more[512];
+    snprintf(more, sizeof more, "%s%s", extra,
+             strstr(extra, "eos_token_id") ? "" : ",\"eos_token_id\":151645");
+    snprintf(text, sizeof text, config_fmt, 28, 1024, 3072, 16, ctx, 1000000, "true", more);
+    *out = NULL;
+    kipp_hf_sources src = {.config = text, .config_len = strlen(text),
+                           .generation = generation,
+                           .generation_len = generation ? strlen(generation) : 0,
+                           .has_chat_template = has_template};
+    return kipp_hf_config_match(&src, id, out, err);
 }
 
 static void test_config_match(void) {
@@ -109,10 +132,10 @@ static void test_config_match(void) {
     CHECK(match("", 36, 2560, 9728, 32, 262144, 5000000, "true", "qwen3-4b-thinking-2507", &c,
                 &err) == 0 && c && strcmp(c->id, "qwen3-4b-thinking-2507") == 0);
     /* synthetic-0.6b shares qwen3-0.6b's dims: only its name selects it */
-    CHECK(match(",\"kipp_checkpoint\":\"synthetic-0.6b\"", 28, 1024, 3072, 16, 40960, 1000000,
+    CHECK(match(",\"kipp_checkpoint\":\"synthetic-0.6b\",\"eos_token_id\":151643", 28, 1024, 3072, 16, 40960, 1000000,
                 "true", NULL, &c, &err) == 0 && c && strcmp(c->id, "synthetic-0.6b") == 0);
     CHECK(match("", 28, 1024, 3072, 16, 40960, 1000000, "true", "qwen3-1.7b", &c, &err) != 0 &&
-          strstr(err.message, "hidden_size is 1024, the entry has 2048"));
+          strstr(err.message, "config.json hidden_size is 1024, the entry has 2048"));
     CHECK(match("", 28, 1024, 3072, 16, 40960, 1000000, "true", "nope", &c, &err) != 0 &&
           strstr(err.message, "--checkpoint 'nope' is not in the registry"));
     CHECK(match(",\"rope_scaling\":{\"type\":\"yarn\"}", 28, 1024, 3072, 16, 40960, 1000000,
@@ -121,10 +144,76 @@ static void test_config_match(void) {
                 &c, &err) != 0 && strstr(err.message, "bfloat16"));
     CHECK(match(",\"num_key_value_heads\":4", 28, 1024, 3072, 16, 40960, 1000000, "true", NULL, &c,
                 &err) != 0 && strstr(err.message, "num_key_value_heads is 4"));
-    CHECK(kipp_hf_config_match("{\"a\":", 5, NULL, &c, &err) != 0 &&
+    kipp_hf_sources bad = {.config = "{\"a\":", .config_len = 5};
+    CHECK(kipp_hf_config_match(&bad, NULL, &c, &err) != 0 &&
           strstr(err.message, "config.json: invalid JSON"));
-    CHECK(kipp_hf_config_match("[]", 2, NULL, &c, &err) != 0 &&
+    kipp_hf_sources array = {.config = "[]", .config_len = 2};
+    CHECK(kipp_hf_config_match(&array, NULL, &c, &err) != 0 &&
           strstr(err.message, "not a JSON object"));
+}
+
+/* Every identity-bearing value must agree with exactly one entry. */
+static void test_config_identity(void) {
+    const kipp_checkpoint *c;
+    kipp_error err = {0};
+    const char *instruct_gen = "{\"bos_token_id\":151643,\"eos_token_id\":[151645,151643]}";
+    const char *base_gen = "{\"bos_token_id\":151643,\"eos_token_id\":151643}";
+    CHECK(match_gen("", 40960, instruct_gen, true, NULL, &c, &err) == 0 && c &&
+          strcmp(c->id, "qwen3-0.6b") == 0);
+    /* the stop set may be listed in any order */
+    CHECK(match_gen("", 40960, "{\"eos_token_id\":[151643,151645]}", true, NULL, &c, &err) == 0 &&
+          c && strcmp(c->id, "qwen3-0.6b") == 0);
+    CHECK(match_gen(",\"eos_token_id\":151643", 32768, base_gen, false, NULL, &c, &err) == 0 &&
+          c && strcmp(c->id, "qwen3-0.6b-base") == 0);
+    /* an instruct checkpoint whose max_position_embeddings was edited to the
+     * base value: no longer taken for the base entry, and both neighbours are
+     * named with what differs */
+    CHECKF(match_gen("", 32768, instruct_gen, true, NULL, &c, &err) != 0 &&
+               strstr(err.message, "matches no registry entry; nearest: qwen3-0.6b (config.json "
+                                   "max_position_embeddings is 32768, the entry has 40960)") &&
+               strstr(err.message, "qwen3-0.6b-base (config.json eos_token_id is 151645, the "
+                                   "entry has 151643; generation_config.json eos_token_id is "
+                                   "[151645, 151643], the entry has [151643])"),
+           "%s", err.message);
+    /* the same without a generation_config.json: eos alone decides */
+    CHECK(match_gen("", 32768, NULL, true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "qwen3-0.6b-base (config.json eos_token_id is 151645"));
+    /* a base stop token in generation_config.json of an instruct config */
+    CHECK(match_gen("", 40960, base_gen, true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "generation_config.json eos_token_id is 151643, the entry has "
+                              "151645"));
+    CHECK(match_gen(",\"bos_token_id\":1", 40960, NULL, true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "config.json bos_token_id is 1, every entry has 151643"));
+    CHECK(match_gen("", 40960, "{\"bos_token_id\":7}", true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "generation_config.json bos_token_id is 7, every entry has 151643"));
+    /* instruct entries need a chat template; base entries tolerate one */
+    CHECK(match_gen("", 40960, NULL, false, NULL, &c, &err) != 0 &&
+          strstr(err.message, "no chat_template.jinja, which instruct entry 'qwen3-0.6b' needs"));
+    CHECK(match_gen(",\"eos_token_id\":151643", 32768, NULL, true, NULL, &c, &err) == 0 && c &&
+          strcmp(c->id, "qwen3-0.6b-base") == 0);
+    /* --checkpoint: every differing field is named */
+    CHECKF(match_gen("", 32768, instruct_gen, false, "qwen3-0.6b-base", &c, &err) != 0 &&
+               strstr(err.message, "does not match registry entry 'qwen3-0.6b-base' "
+                                   "(--checkpoint): config.json eos_token_id is 151645, the "
+                                   "entry has 151643; generation_config.json eos_token_id"),
+           "%s", err.message);
+    CHECK(match_gen("", 32768, instruct_gen, true, "qwen3-0.6b", &c, &err) != 0 &&
+          strstr(err.message, "config.json max_position_embeddings is 32768, the entry has 40960"));
+    /* missing or malformed ids */
+    CHECK(match_gen(",\"eos_token_id\":null", 40960, NULL, true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "config.json: missing \"eos_token_id\""));
+    CHECK(match_gen(",\"eos_token_id\":\"x\"", 40960, NULL, true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "not a token id or a list of token ids"));
+    CHECK(match_gen("", 40960, "{\"eos_token_id\":[]}", true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "must list 1 to 8 token ids"));
+    CHECK(match_gen("", 40960, "{", true, NULL, &c, &err) != 0 &&
+          strstr(err.message, "generation_config.json: invalid JSON"));
+    /* a synthetic entry that agrees fully is pointed at by name */
+    CHECKF(match(",\"eos_token_id\":151643", 2, 256, 768, 8, 4096, 1000000, "true", NULL, &c,
+                 &err) != 0 &&
+               strstr(err.message, "nearest: synthetic-tiny (every field agrees, but a synthetic "
+                                   "entry is chosen only by name: --checkpoint synthetic-tiny)"),
+           "%s", err.message);
 }
 
 static void test_encoders(void) {
@@ -152,6 +241,7 @@ int main(void) {
     test_layout();
     test_synth_values();
     test_config_match();
+    test_config_identity();
     test_encoders();
     return test_finish("test_convert_parts");
 }
