@@ -24,10 +24,11 @@
  *     one of RESERVE_CONNECTIONS control slots, which serve only health and
  *     metrics (others: 503) under a short head deadline; beyond that, 503 at
  *     accept. Every such 503 counts in kipp_http_rejected_total;
- *   - work per turn is bounded: at most MAX_REQUESTS_PER_TURN pipelined
- *     requests per connection, none while its unsent output exceeds
- *     OUT_HIGH_WATER, and bodies over INLINE_PARSE_BYTES are parsed and
- *     tokenized by the parse worker thread, not here;
+ *   - work per turn is bounded: pipelined requests are served per
+ *     connection for at most TURN_BUDGET_S (or MAX_REQUESTS_PER_TURN), none
+ *     while its unsent output exceeds OUT_HIGH_WATER, and bodies over
+ *     INLINE_PARSE_BYTES are parsed and tokenized by the parse worker
+ *     thread, not here;
  *   - a client more than MAX_PENDING_OUT bytes behind is dropped.
  * A dropped client's job is cancelled and frees its sessions; other jobs
  * never notice. A client that half-closes (shutdown(SHUT_WR)) after its
@@ -68,8 +69,9 @@
 #define MAX_HEAD_BYTES (16 * 1024)
 #define MAX_PENDING_OUT (8u << 20)   /* a client this far behind is cancelled */
 #define OUT_HIGH_WATER (256u << 10)  /* no new pipelined request while this much is unsent */
-#define MAX_REQUESTS_PER_TURN 16     /* pipelined requests served per connection per turn */
-#define INLINE_PARSE_BYTES (16 * 1024) /* larger bodies go to the parse worker */
+#define MAX_REQUESTS_PER_TURN 512    /* pipelined requests served per connection per turn... */
+#define TURN_BUDGET_S 0.002          /* ...or for this long, whichever ends first */
+#define INLINE_PARSE_BYTES (4 * 1024) /* larger bodies go to the parse worker (~1 ms and up) */
 #define RESERVE_HEAD_TIMEOUT_S 2.0   /* a control slot is for a quick GET */
 #define LINGER_S 2.0                 /* read-and-discard after our last response */
 #define LINGER_BYTES (4u << 20)
@@ -626,18 +628,20 @@ static void route(conn *c, const http_request *req) {
 static size_t unsent(const conn *c) { return c->out.length - c->out_off; }
 
 /* Serves the complete requests the buffer holds, one at a time (a new one
- * is only looked at once the previous one is answered), at most
- * MAX_REQUESTS_PER_TURN per call and none while the client is
- * OUT_HIGH_WATER behind: 30,000 pipelined requests are served across many
- * turns, interleaved with every other connection and scheduler step. */
+ * is only looked at once the previous one is answered), for at most
+ * TURN_BUDGET_S or MAX_REQUESTS_PER_TURN per call and none while the client
+ * is OUT_HIGH_WATER behind: 30,000 pipelined requests are served across
+ * many turns, interleaved with every other connection and scheduler step. */
 static void process_input(conn *c) {
     server *s = c->srv;
     size_t off = 0;
     int served = 0;
+    double start = now();
     while (c->state == C_READING && off < c->in_len) {
         if (off == 0 && c->in_len == c->parsed_len) break; /* nothing new since INCOMPLETE */
-        if (served == MAX_REQUESTS_PER_TURN || unsent(c) > OUT_HIGH_WATER) {
-            if (served == MAX_REQUESTS_PER_TURN) s->more_work = true;
+        if (unsent(c) > OUT_HIGH_WATER) break; /* POLLOUT brings us back */
+        if (served == MAX_REQUESTS_PER_TURN || (served && now() - start > TURN_BUDGET_S)) {
+            s->more_work = true;
             break;
         }
         http_request req;
@@ -891,7 +895,8 @@ static int bound_port(int fd) {
 
 /* ---- drain ------------------------------------------------------------------- */
 
-/* SIGTERM: stop accepting, close what waits on nobody, let the rest finish. */
+/* SIGTERM: stop accepting, close idle connections, let the rest finish
+ * (a request still arriving too: it was sent before the signal). */
 static void begin_drain(server *s) {
     s->draining = true;
     if (s->listen_fd >= 0) close(s->listen_fd);
@@ -900,7 +905,7 @@ static void begin_drain(server *s) {
         conn *c = &s->conns[i];
         if (!c->used) continue;
         c->keep_alive = false;
-        if (c->state == C_READING) {
+        if (c->state == C_READING && c->in_len == 0) {
             if (unsent(c)) c->state = C_CLOSING;
             else conn_close(c);
         }
@@ -923,6 +928,9 @@ static void cancel_in_flight(server *s) {
         } else if (c->state == C_PARSING) {
             c->parse_tag = 0;
             respond_error_with(c, 503, NULL, msg, "Retry-After: 1\r\n");
+            c->state = C_CLOSING;
+        } else if (c->state == C_READING) { /* a request that never completed */
+            c->in_len = 0;
             c->state = C_CLOSING;
         }
     }
