@@ -2,6 +2,8 @@
 # OpenAI conformance details of `kipp serve` (tests/node/server_conformance.mjs):
 # one server on the tiny instruct fixture on a free loopback port, --ctx 512,
 # default --max-sessions (checked here: 32). Every wait is bounded.
+# KEEP_GOING=1, ONLY=text and VERBOSE=1 are passed to the node test (see
+# there); NODE_TIMEOUT (s) for slow builds (ASan).
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
@@ -30,7 +32,7 @@ done
 port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/log")
 grep -q "max sessions 32," "$T/log" || { echo "FAIL: --max-sessions does not default to 32: $(grep 'max sessions' "$T/log")"; fail=1; }
 
-URL="http://127.0.0.1:$port" timeout 120 node tests/node/server_conformance.mjs || fail=1
+URL="http://127.0.0.1:$port" timeout "${NODE_TIMEOUT:-120}" node tests/node/server_conformance.mjs || fail=1
 kill -0 $PID 2>/dev/null || { echo "FAIL: the server died"; fail=1; }
 [ $fail -eq 0 ] || { echo "--- server log"; cat "$T/log"; }
 exit $fail
