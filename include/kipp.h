@@ -195,7 +195,9 @@ typedef struct kipp_sampler kipp_sampler;
 int kipp_sampler_create(const kipp_sampling *params, kipp_sampler **out,
                         kipp_error *err);
 void kipp_sampler_destroy(kipp_sampler *s);
-/* Records an accepted token into the penalty window (prompt tokens too). */
+/* Records an accepted token into the penalty window. The caller decides
+ * whether prompt tokens count: `kipp generate` feeds them (llama.cpp
+ * style), the server does not (OpenAI counts the completion only). */
 void kipp_sampler_accept(kipp_sampler *s, int32_t token);
 /* Picks one token from logits[KIPP_VOCAB_SIZE]; logits are used as scratch
  * and may be modified. */

@@ -6,8 +6,9 @@
  * earlier turns, so history can change) and evaluates only the rest. The
  * reply streams to stdout; prompts and notes go to stderr, so piped use
  * (`printf 'Hi\n/exit\n' | kipp chat -m M`) prints replies only, one per
- * line. Sampling matches the server: the prompt tokens enter the penalty
- * window, the final sampled token is never evaluated. */
+ * line. Like `kipp generate`, the prompt tokens enter the penalty window
+ * (the server counts generated tokens only, as OpenAI does); the final
+ * sampled token is never evaluated. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

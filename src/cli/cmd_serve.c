@@ -11,10 +11,11 @@
 #include "kipp.h"
 #include "server/loop.h"
 
+/* The first signal starts a drain; a second one stops at once. */
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2) stop_requested = stop_requested + 1;
 }
 
 static void usage(FILE *out) {
@@ -31,12 +32,31 @@ static void usage(FILE *out) {
         "  --port N               TCP port (default 8080; 0 = any free port, printed on stderr)\n"
         "  --backend ref|cpu      compute backend (default cpu); no fallback if it fails\n"
         "  --threads N            cpu backend threads (default: online cores)\n"
-        "  --max-sessions N       active sequences at once, one per choice (default 8)\n"
+        "  --max-sessions N       active sequences at once, one per choice (default 32)\n"
         "  --ctx N                positions per sequence, prompt + max_tokens (default:\n"
         "                         the checkpoint's context, at most 4096)\n"
         "  --kv-budget N          KV positions over all active sequences (default 4 x ctx)\n"
         "  --kv-quant bf16|q8_0   KV cache format (default bf16)\n"
-        "  --max-body BYTES       largest request body (default 1048576)\n");
+        "  --max-body BYTES       largest request body (default 1048576)\n"
+        "  --header-timeout S     a request head must arrive within S seconds (default 10)\n"
+        "  --body-timeout S       its body within S seconds after the head (default 30)\n"
+        "  --send-timeout S       a client must take queued output within S (default 30)\n"
+        "  --idle-timeout S       idle keep-alive connections close after S (default 60)\n"
+        "  --shutdown-timeout S   on SIGTERM/SIGINT, requests in flight may finish within S\n"
+        "                         seconds, then are cancelled with a final event (default 10);\n"
+        "                         a second signal stops at once\n");
+}
+
+static int parse_seconds(const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0 && v <= 86400)) {
+        fprintf(stderr, "kipp serve: %s expects seconds in [0, 86400], got '%s'\n", opt, s);
+        return 1;
+    }
+    *out = v;
+    return 0;
 }
 
 static int parse_num(const char *opt, const char *s, long long lo, long long hi, long long *out) {
@@ -54,8 +74,12 @@ static int parse_num(const char *opt, const char *s, long long lo, long long hi,
 
 int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL;
-    server_config cfg = {.host = "127.0.0.1", .port = 8080, .max_sequences = 8,
-                         .max_body_bytes = 1 << 20, .stop = &stop_requested};
+    /* 32 sessions: the design serves 32 concurrent choices. KV memory is
+     * bounded by --kv-budget (positions over all sessions), not by this. */
+    server_config cfg = {.host = "127.0.0.1", .port = 8080, .max_sequences = 32,
+                         .max_body_bytes = 1 << 20, .header_timeout_s = 10,
+                         .body_timeout_s = 30, .send_timeout_s = 30, .idle_timeout_s = 60,
+                         .shutdown_timeout_s = 10, .stop = &stop_requested};
     kipp_model_options mo = {.backend = KIPP_BACKEND_CPU};
     long long ctx = 0, budget = 0, v;
     for (int i = 1; i < argc; i++) {
@@ -90,7 +114,13 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_num(a, val, 1024, 1LL << 30, &v);
             cfg.max_body_bytes = (size_t)v;
-        } else {
+        } else if (!strcmp(a, "--header-timeout")) rc = parse_seconds(a, val, &cfg.header_timeout_s);
+        else if (!strcmp(a, "--body-timeout")) rc = parse_seconds(a, val, &cfg.body_timeout_s);
+        else if (!strcmp(a, "--send-timeout")) rc = parse_seconds(a, val, &cfg.send_timeout_s);
+        else if (!strcmp(a, "--idle-timeout")) rc = parse_seconds(a, val, &cfg.idle_timeout_s);
+        else if (!strcmp(a, "--shutdown-timeout"))
+            rc = parse_seconds(a, val, &cfg.shutdown_timeout_s);
+        else {
             fprintf(stderr, "kipp serve: unknown option '%s' (see --help)\n", a);
             return 2;
         }

@@ -407,6 +407,9 @@ static int parse_number(parser *ps, json_value **out) {
     }
     v->as.number.fits_int64 = fits != 0;
     v->as.number.integer = iv;
+    /* seeds are uint64 (OpenAI: any integer the client's 64-bit type holds) */
+    v->as.number.fits_uint64 = is_integer && !mag_overflow && (!negative || mag == 0);
+    v->as.number.uinteger = v->as.number.fits_uint64 ? mag : 0;
     if (fits) {
         /* int64 -> double conversion rounds to nearest, same as strtod */
         v->as.number.value = (double)iv;

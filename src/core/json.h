@@ -33,6 +33,8 @@ struct json_value {
             bool is_integer;   /* lexically an integer without fraction/exp */
             int64_t integer;   /* valid when is_integer and it fits */
             bool fits_int64;
+            uint64_t uinteger; /* valid when fits_uint64 (a non-negative integer) */
+            bool fits_uint64;
         } number;
         struct {
             const char *chars; /* UTF-8, NUL-terminated */

@@ -3,8 +3,9 @@
  * Order of operations on the 151,936 logits (the same order as Hugging
  * Face / vLLM; llama.cpp's default chain differs only in applying the
  * temperature after its filters):
- *   1. penalties over the last 64 accepted tokens (prompt included), once
- *      per distinct token t with count c in the window:
+ *   1. penalties over the last 64 accepted tokens (the CLI accepts the
+ *      prompt too, the server only generated tokens), once per distinct
+ *      token t with count c in the window:
  *        repetition (CTRL):  l > 0 ? l / r : l * r
  *        frequency, presence (OpenAI): l -= c * f + (c > 0) * p
  *   2. logit bias: l += bias (-INFINITY bans the token)

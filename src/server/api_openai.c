@@ -8,10 +8,12 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SYNTHETIC_NOTE                                                                           \
     "synthetic checkpoint: the weights are random, so the generated text is meaningless"
@@ -33,6 +35,31 @@ static int bad(api_error *e, int status, const char *param, const char *fmt, ...
 /* ---- field readers: absent or null leave *out untouched ------------------ */
 
 static bool present(const json_value *v) { return v && v->type != JSON_NULL; }
+
+/* JSON strings may carry "\u0000"; the C string then ends early, so
+ * strcmp would see "max_tokens" in "max_tokens\u0000x". Names and ids are
+ * compared as C strings, so a NUL in one is refused, never truncated. */
+static bool has_nul(const char *chars, size_t length) { return strlen(chars) != length; }
+static bool string_has_nul(const json_value *v) {
+    return v && v->type == JSON_STRING && has_nul(v->as.string.chars, v->as.string.length);
+}
+
+/* Any object key with a NUL, at any depth, names no field we know: it is an
+ * unknown field (400), wherever it is. */
+static int check_nul_keys(const json_value *v, api_error *e) {
+    if (v->type == JSON_ARRAY) {
+        for (size_t i = 0; i < v->as.array.count; i++)
+            if (check_nul_keys(v->as.array.items[i], e)) return 1;
+    } else if (v->type == JSON_OBJECT) {
+        for (size_t i = 0; i < v->as.object.count; i++) {
+            if (has_nul(v->as.object.keys[i], v->as.object.key_lengths[i]))
+                return bad(e, 400, v->as.object.keys[i], "unsupported field '%s\\u0000...': field "
+                           "names must not contain NUL", v->as.object.keys[i]);
+            if (check_nul_keys(v->as.object.values[i], e)) return 1;
+        }
+    }
+    return 0;
+}
 
 static int get_int(const json_value *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    api_error *e) {
@@ -123,8 +150,8 @@ static int check_fields(const json_value *root, api_kind kind, api_error *e) {
         if (f->rule == F_NULL_ONLY && !asks_nothing(key, v))
             return bad(e, 400, key, "'%s' is not supported by this server yet (send null or "
                        "omit it)", key);
-        if (f->rule == F_NOOP && present(v) && v->type != JSON_STRING)
-            return bad(e, 400, key, "'%s' must be a string", key);
+        if (f->rule == F_NOOP && present(v) && (v->type != JSON_STRING || string_has_nul(v)))
+            return bad(e, 400, key, "'%s' must be a string without NUL", key);
     }
     return 0;
 }
@@ -167,6 +194,20 @@ static int parse_prompt(kipp_model *m, const json_value *root, api_request *r, a
     return 0;
 }
 
+/* A message's role and optional name: strings without NUL (a NUL would
+ * let "user\u0000x" pass the renderer's role check as "user"). The name
+ * (a participant label) is accepted and not rendered: Qwen3's template has
+ * no place for it. */
+static int check_message_identity(const json_value *msg, size_t i, api_error *e) {
+    const json_value *role = kipp_json_get(msg, "role");
+    const json_value *name = kipp_json_get(msg, "name");
+    if (string_has_nul(role))
+        return bad(e, 400, "messages", "messages[%zu].role must not contain NUL", i);
+    if (present(name) && (name->type != JSON_STRING || string_has_nul(name)))
+        return bad(e, 400, "messages", "messages[%zu].name must be a string without NUL", i);
+    return 0;
+}
+
 static int parse_messages(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
     const json_value *msgs = kipp_json_get(root, "messages");
     if (!msgs || msgs->type != JSON_ARRAY || msgs->as.array.count == 0)
@@ -176,11 +217,9 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
     if (present(kw)) {
         if (kw->type != JSON_OBJECT)
             return bad(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        for (size_t i = 0; i < kw->as.object.count; i++)
-            if (strcmp(kw->as.object.keys[i], "enable_thinking"))
-                return bad(e, 400, "chat_template_kwargs",
-                           "unsupported chat_template_kwargs key '%s' (supported: enable_thinking)",
-                           kw->as.object.keys[i]);
+        /* Other keys are template variables this checkpoint's template does
+         * not read (clients send one set of kwargs to many servers); like the
+         * Jinja template itself, we ignore them. */
         if (get_bool(kw, "enable_thinking", &thinking, e)) return 1;
     }
     size_t n = msgs->as.array.count;
@@ -195,12 +234,20 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
         }
         for (size_t k = 0; k < msg->as.object.count && !rc; k++) {
             const char *key = msg->as.object.keys[k];
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content"))
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content") &&
+                strcmp(key, "name"))
                 rc = bad(e, 400, "messages", "messages[%zu].%s is not supported (supported: role, "
-                         "content, reasoning_content)", i, key);
+                         "content, name, reasoning_content)", i, key);
         }
         if (rc) break;
+        if (check_message_identity(msg, i, e)) {
+            rc = 1;
+            break;
+        }
         const char *role = kipp_json_get_string(msg, "role");
+        /* OpenAI's newer name for the system role (o1 and later); the Qwen3
+         * template has one instruction role, so it renders as system. */
+        if (role && !strcmp(role, "developer")) role = "system";
         const json_value *c = kipp_json_get(msg, "content");
         const json_value *rs = kipp_json_get(msg, "reasoning_content");
         if (!role) rc = bad(e, 400, "messages", "messages[%zu].role must be a string", i);
@@ -282,11 +329,44 @@ static int parse_stops(const json_value *root, api_request *r, api_error *e) {
     return 0;
 }
 
+/* A fresh seed for a request that names none: OpenAI samples differently
+ * each time unless a seed is given. getentropy, else the clock and a
+ * counter through splitmix64 (distinct per request either way). */
+static uint64_t fresh_seed(void) {
+    uint64_t v;
+    if (getentropy(&v, sizeof v) == 0) return v;
+    static _Atomic uint64_t counter; /* requests are parsed on two threads */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) +
+                 (atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* seed: an integer in [0, 2^64 - 1] (the sampler's seed is uint64); absent
+ * or null draws a fresh one. */
+static int get_seed(const json_value *root, uint64_t *out, api_error *e) {
+    const json_value *v = kipp_json_get(root, "seed");
+    if (!present(v)) {
+        *out = fresh_seed();
+        return 0;
+    }
+    if (v->type != JSON_NUMBER || !v->as.number.is_integer)
+        return bad(e, 400, "seed", "'seed' must be an integer in [0, 18446744073709551615]");
+    if (!v->as.number.fits_uint64)
+        return bad(e, 400, "seed", "'seed' must be in [0, 18446744073709551615] (got %s)",
+                   v->as.number.value < 0 ? "a negative number" : "a number above 2^64 - 1");
+    *out = v->as.number.uinteger;
+    return 0;
+}
+
 static int parse_sampling(const json_value *root, api_request *r, api_error *e) {
     kipp_sampling *s = &r->sampling;
     *s = kipp_sampling_default();
     s->temperature = 1.0f; /* the OpenAI default */
-    int64_t top_k = 0, seed = 0;
+    int64_t top_k = 0;
     if (get_float(root, "temperature", 0, 2, &s->temperature, e) ||
         get_float(root, "top_p", 0, 1, &s->top_p, e) ||
         get_int(root, "top_k", 0, KIPP_VOCAB_SIZE, &top_k, e) ||
@@ -295,16 +375,32 @@ static int parse_sampling(const json_value *root, api_request *r, api_error *e) 
         get_float(root, "frequency_penalty", -2, 2, &s->frequency_penalty, e) ||
         get_float(root, "repetition_penalty", 0, 10, &s->repetition_penalty, e) ||
         get_float(root, "repeat_penalty", 0, 10, &s->repetition_penalty, e) ||
-        get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, e))
+        get_seed(root, &s->seed, e))
         return 1;
     s->top_k = (int32_t)top_k;
-    s->seed = (uint64_t)seed;
     if (parse_logit_bias(root, r, e)) return 1;
     /* The sampler is the one validator of parameter combinations. */
     kipp_sampler *probe = NULL;
     kipp_error kerr = {0};
     if (kipp_sampler_create(s, &probe, &kerr)) return bad(e, 400, "", "%s", kerr.message);
     kipp_sampler_destroy(probe);
+    return 0;
+}
+
+/* max_tokens (or max_completion_tokens): 1 .. context - 1; the message
+ * states this server's real bound (prompt + max_tokens must also fit,
+ * checked once the prompt is tokenized). */
+static int get_max_tokens(const json_value *root, const char *key, const api_limits *limits,
+                          int64_t *out, api_error *e) {
+    const json_value *v = kipp_json_get(root, key);
+    if (!present(v)) return 0;
+    int64_t hi = limits->context > 1 ? (int64_t)limits->context - 1 : 1;
+    if (v->type != JSON_NUMBER || !v->as.number.is_integer || !v->as.number.fits_int64 ||
+        v->as.number.integer < 1 || v->as.number.integer > hi)
+        return bad(e, 400, key, "'%s' must be an integer from 1 to %lld (this server's context "
+                   "is %u positions, shared by the prompt and the completion)", key,
+                   (long long)hi, limits->context);
+    *out = v->as.number.integer;
     return 0;
 }
 
@@ -323,19 +419,21 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
         bad(e, 400, "", "request body must be a JSON object");
         goto done;
     }
-    if (check_fields(root, kind, e)) goto done;
+    if (check_nul_keys(root, e) || check_fields(root, kind, e)) goto done;
     const json_value *model = kipp_json_get(root, "model");
     const char *id = kipp_model_checkpoint(m)->id;
-    if (present(model) && (model->type != JSON_STRING || strcmp(model->as.string.chars, id))) {
-        bad(e, 404, "model", "model '%s' is not served here (this server serves '%s')",
-            model->type == JSON_STRING ? model->as.string.chars : "?", id);
+    if (present(model) && (model->type != JSON_STRING || string_has_nul(model) ||
+                           strcmp(model->as.string.chars, id))) {
+        bad(e, 404, "model", "model '%s%s' is not served here (this server serves '%s')",
+            model->type == JSON_STRING ? model->as.string.chars : "?",
+            string_has_nul(model) ? "\\u0000..." : "", id);
         goto done;
     }
     int64_t n = 1, max_tokens = -1;
     if (get_int(root, "n", 1, SCHED_MAX_CHOICES, &n, e) ||
-        get_int(root, "max_tokens", 1, INT64_MAX, &max_tokens, e) ||
+        get_max_tokens(root, "max_tokens", limits, &max_tokens, e) ||
         (kind == API_CHAT &&
-         get_int(root, "max_completion_tokens", 1, INT64_MAX, &max_tokens, e)) ||
+         get_max_tokens(root, "max_completion_tokens", limits, &max_tokens, e)) ||
         get_bool(root, "stream", &r->stream, e) || parse_sampling(root, r, e) ||
         parse_stops(root, r, e))
         goto done;
@@ -440,9 +538,9 @@ static void put_note(json_buf *b, bool synthetic) {
     if (synthetic) kipp_json_buf_appendf(b, ",\"kipp_note\":\"%s\"", SYNTHETIC_NOTE);
 }
 
-void api_format_models(json_buf *b, const kipp_model *m, long long created) {
+void api_format_model(json_buf *b, const kipp_model *m, long long created) {
     const kipp_checkpoint *ck = kipp_model_checkpoint(m);
-    kipp_json_buf_appendf(b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    kipp_json_buf_appendf(b, "{\"id\":");
     kipp_json_buf_append_string(b, ck->id, strlen(ck->id));
     kipp_json_buf_appendf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"kipp\","
                      "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
@@ -451,7 +549,13 @@ void api_format_models(json_buf *b, const kipp_model *m, long long created) {
                      kipp_model_quant_scheme(m), ck->variant == KIPP_VARIANT_INSTRUCT ? "true" : "false",
                      ck->synthetic ? "true" : "false");
     if (ck->synthetic) kipp_json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
-    kipp_json_buf_appendf(b, "}]}");
+    kipp_json_buf_appendf(b, "}");
+}
+
+void api_format_models(json_buf *b, const kipp_model *m, long long created) {
+    kipp_json_buf_appendf(b, "{\"object\":\"list\",\"data\":[");
+    api_format_model(b, m, created);
+    kipp_json_buf_appendf(b, "]}");
 }
 
 static void put_head(json_buf *b, const api_response_ctx *ctx, const char *object) {
@@ -501,7 +605,9 @@ static void put_token(json_buf *b, const kipp_model *m, int32_t id, bool with_by
 }
 
 static void put_lp(json_buf *b, double v) {
-    if (isfinite(v)) kipp_json_buf_appendf(b, "%.6g", v);
+    /* %.9g: 9 significant digits reproduce any float exactly (log-probs
+     * are floats), so clients can compare them bit for bit. */
+    if (isfinite(v)) kipp_json_buf_appendf(b, "%.9g", v);
     else kipp_json_buf_appendf(b, "-9999.0"); /* JSON has no -Infinity; OpenAI uses -9999 */
 }
 
@@ -533,7 +639,10 @@ static void put_logprobs(json_buf *b, const api_response_ctx *ctx, const api_log
         kipp_json_buf_appendf(b, "]}");
         return;
     }
-    /* legacy: parallel arrays; text_offset counts bytes of the generated text */
+    /* legacy: parallel arrays; text_offset counts characters (code points,
+     * as OpenAI's offsets into a Python str do) of the generated text: a
+     * token adds the UTF-8 lead bytes it carries, so a character split over
+     * two tokens is counted once, in the token that starts it. */
     kipp_json_buf_appendf(b, "{\"tokens\":[");
     size_t offsets_start = lp->text_offset ? *lp->text_offset : 0, off = offsets_start;
     for (size_t i = 0; i < lp->n; i++) {
@@ -562,7 +671,8 @@ static void put_logprobs(json_buf *b, const api_response_ctx *ctx, const api_log
         char *t = NULL;
         size_t n = 0;
         kipp_error err;
-        if (kipp_detokenize(m, &lp->infos[i].id, 1, &t, &n, &err) == KIPP_OK) off += n;
+        if (kipp_detokenize(m, &lp->infos[i].id, 1, &t, &n, &err) == KIPP_OK)
+            for (size_t k = 0; k < n; k++) off += ((unsigned char)t[k] & 0xC0) != 0x80;
         free(t);
     }
     kipp_json_buf_appendf(b, "]}");

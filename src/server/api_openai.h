@@ -63,12 +63,14 @@ void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_mode
 
 void api_format_error(json_buf *b, const api_error *e);
 void api_format_models(json_buf *b, const kipp_model *model, long long created);
+/* One model object (GET /v1/models/{id}; also the list's only entry). */
+void api_format_model(json_buf *b, const kipp_model *model, long long created);
 
 /* Per-choice log-prob entries; infos == NULL means log-probs are off. */
 typedef struct api_logprobs {
     const sched_token_info *infos;
     size_t n;
-    size_t *text_offset; /* legacy text_offset running total (bytes) */
+    size_t *text_offset; /* legacy text_offset running total (characters) */
 } api_logprobs;
 
 /* Non-streamed body: texts[i] / lengths[i] / finish[i] / lp[i] for each choice

@@ -102,6 +102,86 @@ static http_parse_result parse_header(const char *line, size_t n, http_header *h
     return HTTP_PARSE_OK;
 }
 
+#define MAX_CHUNK_LINE 1024 /* chunk-size + extensions; far more than any client sends */
+
+/* Walks a chunked body starting at buf[at] (RFC 9112 7.1): chunk-size
+ * [extensions] CRLF data CRLF ..., a zero-size last chunk, trailer lines,
+ * CRLF. Extensions and trailers are skipped. When out is not NULL the data
+ * is copied there as it is walked (out may alias buf: it never runs ahead
+ * of the input). Sets *decoded (data bytes) and *end (offset after the
+ * final CRLF) on OK. The data is bounded by max_body_bytes (413), the
+ * framing overhead by max_head_bytes (413), so a stream of tiny chunks
+ * cannot grow the buffer without bound. */
+static http_parse_result walk_chunked(const char *buf, size_t at, size_t length,
+                                      const http_limits *limits, char *out, size_t *decoded,
+                                      size_t *end, int *status, const char **reason) {
+    size_t data = 0;
+    size_t limit = at + limits->max_body_bytes + limits->max_head_bytes;
+    bool last = false;
+    for (;;) {
+        if (at > limit) return fail(status, reason, 413, "chunked request body too large");
+        size_t line_end = 0;
+        size_t scan_end = length < at + MAX_CHUNK_LINE + 2 ? length : at + MAX_CHUNK_LINE + 2;
+        size_t next = next_line(buf, at, scan_end, &line_end);
+        if (next == SIZE_MAX) return fail(status, reason, 400, "chunked body line not terminated "
+                                          "by CRLF");
+        if (next == 0) {
+            if (scan_end - at >= MAX_CHUNK_LINE + 2)
+                return fail(status, reason, 400, "chunk-size or trailer line too long");
+            if (length > limit) return fail(status, reason, 413, "chunked request body too large");
+            return HTTP_PARSE_INCOMPLETE;
+        }
+        if (last) { /* trailer section: lines until an empty one */
+            if (line_end == at) {
+                *decoded = data;
+                *end = next;
+                return HTTP_PARSE_OK;
+            }
+            for (size_t k = at; k < line_end; k++) {
+                unsigned char c = (unsigned char)buf[k];
+                if ((c < 0x20 && c != '\t') || c == 0x7f)
+                    return fail(status, reason, 400, "control character in a trailer line");
+            }
+            at = next;
+            continue;
+        }
+        size_t i = at, digits = 0;
+        unsigned long long size = 0;
+        for (; i < line_end; i++, digits++) {
+            char c = buf[i];
+            int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (v < 0) break;
+            if (size > (limits->max_body_bytes >> 4) + 1)
+                return fail(status, reason, 413, "request body too large");
+            size = size * 16 + (unsigned)v;
+        }
+        if (digits == 0 || (i < line_end && buf[i] != ';' && buf[i] != ' ' && buf[i] != '\t'))
+            return fail(status, reason, 400, "malformed chunk size");
+        for (; i < line_end; i++) {
+            unsigned char c = (unsigned char)buf[i];
+            if ((c < 0x20 && c != '\t') || c == 0x7f)
+                return fail(status, reason, 400, "control character in a chunk extension");
+        }
+        if (size > limits->max_body_bytes - data)
+            return fail(status, reason, 413, "request body too large");
+        at = next;
+        if (size == 0) {
+            last = true;
+            continue;
+        }
+        if (length - at < size + 2) {
+            if (length > limit) return fail(status, reason, 413, "chunked request body too large");
+            return HTTP_PARSE_INCOMPLETE;
+        }
+        if (buf[at + size] != '\r' || buf[at + size + 1] != '\n')
+            return fail(status, reason, 400, "chunk data not followed by CRLF");
+        if (out) memmove(out + data, buf + at, (size_t)size);
+        data += (size_t)size;
+        at += (size_t)size + 2;
+    }
+}
+
 http_parse_result http_parse_request(const char *buf, size_t length, const http_limits *limits,
                                      http_request *req, int *status, const char **reason) {
     memset(req, 0, sizeof *req);
@@ -141,14 +221,19 @@ http_parse_result http_parse_request(const char *buf, size_t length, const http_
     }
     req->head_length = at;
 
-    /* Framing: Content-Length only (all copies identical), no chunked bodies. */
+    /* Framing: Content-Length (all copies identical) or chunked, never both. */
     bool have_length = false, close = false, keep = false;
     unsigned long long body = 0;
     for (size_t k = 0; k < req->n_headers; k++) {
         const http_header *h = &req->headers[k];
-        if (eq_nocase(h->name, h->name_length, "transfer-encoding"))
-            return fail(status, reason, 501, "Transfer-Encoding request bodies are not supported "
-                        "(send Content-Length)");
+        if (eq_nocase(h->name, h->name_length, "transfer-encoding")) {
+            /* Only a lone "chunked": a second coding (gzip, ...) would have to
+             * be undone before the body is JSON, and repeated headers are how
+             * framing disagreements between proxies start. */
+            if (req->chunked || !eq_nocase(h->value, h->value_length, "chunked"))
+                return fail(status, reason, 501, "only Transfer-Encoding: chunked is supported");
+            req->chunked = true;
+        }
         if (eq_nocase(h->name, h->name_length, "connection")) connection_tokens(h, &close, &keep);
         if (eq_nocase(h->name, h->name_length, "expect")) {
             if (!eq_nocase(h->value, h->value_length, "100-continue"))
@@ -169,13 +254,43 @@ http_parse_result http_parse_request(const char *buf, size_t length, const http_
         have_length = true;
         body = v;
     }
-    if (body > limits->max_body_bytes) return fail(status, reason, 413, "request body too large");
+    if (req->chunked && (have_length || req->minor_version == 0))
+        return fail(status, reason, 400, have_length
+                    ? "Transfer-Encoding and Content-Length together are ambiguous framing"
+                    : "Transfer-Encoding is not allowed in HTTP/1.0 requests");
     req->keep_alive = req->minor_version == 1 ? !close : (keep && !close);
+    if (req->chunked) {
+        size_t decoded = 0, end = 0;
+        r = walk_chunked(buf, at, length, limits, NULL, &decoded, &end, status, reason);
+        if (r != HTTP_PARSE_OK) return r;
+        req->body = NULL;
+        req->body_length = decoded;
+        req->total_length = end;
+        return HTTP_PARSE_OK;
+    }
+    if (body > limits->max_body_bytes) return fail(status, reason, 413, "request body too large");
     if (length - at < body) return HTTP_PARSE_INCOMPLETE;
     req->body = buf + at;
     req->body_length = (size_t)body;
     req->total_length = at + (size_t)body;
     return HTTP_PARSE_OK;
+}
+
+size_t http_max_request_bytes(const http_limits *l) {
+    return 2 * l->max_head_bytes + l->max_body_bytes;
+}
+
+void http_decode_chunked(char *buf, http_request *req) {
+    if (!req->chunked || req->body) return;
+    size_t decoded = 0, end = 0;
+    int status;
+    const char *reason;
+    /* Limits were checked by the parse that said OK; a generous copy here
+     * only avoids re-deriving them. */
+    http_limits l = {.max_head_bytes = req->total_length, .max_body_bytes = req->body_length};
+    walk_chunked(buf, req->head_length, req->total_length, &l, buf + req->head_length, &decoded,
+                 &end, &status, &reason);
+    req->body = buf + req->head_length;
 }
 
 const http_header *http_find_header(const http_request *req, const char *name) {

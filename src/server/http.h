@@ -5,10 +5,15 @@
  * the head is bounded (max_head_bytes) so re-scanning is cheap.
  *
  * Supported: request line "METHOD SP origin-form SP HTTP/1.0|1.1" and header
- * lines ending in CRLF, Content-Length bodies, Connection keep-alive/close,
- * Expect: 100-continue. Refused with a status: chunked request bodies (501),
- * obsolete line folding, bare LF, control bytes, conflicting
- * Content-Length (400), oversized heads (431) and bodies (413). */
+ * lines ending in CRLF, Content-Length bodies, chunked bodies (HTTP/1.1
+ * requires servers to accept them; extensions and trailers are read and
+ * ignored; the decoded body is bounded by max_body_bytes and the framing
+ * overhead by max_head_bytes), Connection keep-alive/close, Expect:
+ * 100-continue. Refused with a status: other transfer codings (501),
+ * Transfer-Encoding with Content-Length or on HTTP/1.0 (400: ambiguous
+ * framing is how requests get smuggled), obsolete line folding, bare LF,
+ * control bytes, conflicting Content-Length (400), oversized heads (431)
+ * and bodies (413). */
 #ifndef KIPP_SERVER_HTTP_H
 #define KIPP_SERVER_HTTP_H
 
@@ -43,6 +48,9 @@ typedef struct http_request {
     size_t total_length; /* head + body: bytes this request consumed */
     bool keep_alive;
     bool expect_continue;
+    /* Transfer-Encoding: chunked. After HTTP_PARSE_OK, body is NULL and
+     * body_length is the decoded length until http_decode_chunked runs. */
+    bool chunked;
 } http_request;
 
 typedef enum http_parse_result {
@@ -53,6 +61,17 @@ typedef enum http_parse_result {
 
 http_parse_result http_parse_request(const char *buf, size_t length, const http_limits *limits,
                                      http_request *req, int *status, const char **reason);
+
+/* The most bytes one request can occupy in the caller's buffer (head,
+ * body, chunked framing); a buffer this large always parses to OK or an
+ * error, never INCOMPLETE. */
+size_t http_max_request_bytes(const http_limits *limits);
+
+/* For a chunked request that parsed OK: decodes its body in place (the data
+ * moves left, to buf + head_length; buf is the request's first byte) and
+ * sets req->body. total_length is unchanged: the caller still consumes the
+ * encoded bytes. */
+void http_decode_chunked(char *buf, http_request *req);
 
 /* Case-insensitive header lookup; NULL when absent. */
 const http_header *http_find_header(const http_request *req, const char *name);

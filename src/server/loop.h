@@ -1,6 +1,8 @@
 /* The server's single-threaded poll() event loop: sockets, HTTP framing,
  * routing, and the glue that turns scheduler events into response bytes.
- * Runs until *stop becomes non-zero (a signal handler sets it). */
+ * Runs until *stop becomes non-zero (a signal handler sets it), then
+ * drains: no new connections, active requests finish or are cancelled
+ * with a proper final event within shutdown_timeout_s. */
 #ifndef KIPP_SERVER_LOOP_H
 #define KIPP_SERVER_LOOP_H
 
@@ -19,6 +21,13 @@ typedef struct server_config {
     uint64_t kv_budget;      /* positions over all sessions */
     kipp_kv_quant kv_quant;
     size_t max_body_bytes;
+    /* Per-connection deadlines, in seconds (see loop.c for what each bounds). */
+    double header_timeout_s;   /* request head complete, from its first byte (or connect) */
+    double body_timeout_s;     /* request body complete, from the end of the head */
+    double send_timeout_s;     /* queued output must make progress at least this often */
+    double idle_timeout_s;     /* keep-alive connection between requests */
+    double shutdown_timeout_s; /* drain: active requests may finish within this */
+    /* Set by a signal handler: 1 starts a drain, 2 or more stops at once. */
     volatile sig_atomic_t *stop;
 } server_config;
 

@@ -5,9 +5,15 @@
  *   DECODE   the token sampled from the previous row is evaluated (1 row)
  *   DONE     session destroyed, KV budget released
  * A step samples from every row it produced, so a choice yields one token
- * per step once its prompt is in. Like `kipp generate`, the prompt tokens
- * are fed to the sampler's penalty window, and the final sampled token is
- * never evaluated - so greedy output equals `kipp generate --temperature 0`.
+ * per step once its prompt is in. The final sampled token is never
+ * evaluated - so greedy output equals `kipp generate --temperature 0`.
+ *
+ * Penalties: unlike `kipp generate`/`kipp chat` (llama.cpp-style, prompt in
+ * the window), only generated tokens enter a choice's penalty window, as
+ * OpenAI defines frequency_penalty/presence_penalty ("how often a token has
+ * appeared in the text so far" of the completion). repetition_penalty
+ * shares the window, so it also counts generated tokens only here. The
+ * window stays the sampler's last 64 tokens.
  *
  * Stop strings: generated text is kept per choice; bytes that could still
  * be the start of a stop string are held back until they cannot, so a
@@ -242,7 +248,6 @@ static bool admit(sched *s, sched_job *j, kipp_error *err) {
         if (kipp_sampler_create(&sp, &q->sampler, err) ||
             kipp_detok_stream_create(s->model, &q->detok, err))
             return false;
-        for (size_t i = 0; i < j->n_prompt; i++) kipp_sampler_accept(q->sampler, j->prompt[i]);
     }
     return true;
 }

@@ -1,7 +1,7 @@
 /* HTTP request parser: well-formed requests (split at every byte to prove
  * the incremental contract), keep-alive rules, Expect, and every refusal:
  * limits (431/413), malformed lines, bare LF, folding, bad or conflicting
- * Content-Length, chunked bodies, unknown versions. */
+ * Content-Length, bad chunked framing, unknown versions; chunked decoding. */
 #include "server/http.h"
 #include "test_util.h"
 
@@ -80,7 +80,10 @@ static void test_bad(void) {
     expect_error("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", 400);
     expect_error("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400);
     expect_error("POST / HTTP/1.1\r\nContent-Length: 65\r\n\r\n", 413);
-    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked"
+                 "\r\n\r\n", 501);
     expect_error("POST / HTTP/1.1\r\nExpect: magic\r\n\r\n", 417);
 
     /* head limits: a long header, an endless request line, too many fields */
@@ -117,6 +120,59 @@ static void test_bad(void) {
     }
 }
 
+/* Chunked request bodies: decoded in place, extensions and trailers
+ * skipped, every prefix INCOMPLETE, and every framing error refused. */
+static void test_chunked(void) {
+    const char *s = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"
+                    "4;ext=1\r\n{\"a\"\r\n0003\r\n:1}\r\n0\r\nTrailer-A: x\r\n\r\nNEXT";
+    size_t full = strlen(s) - 4;
+    char buf[256];
+    memcpy(buf, s, strlen(s) + 1);
+    http_request r;
+    int st;
+    const char *reason;
+    CHECK(http_parse_request(buf, strlen(buf), &LIM, &r, &st, &reason) == HTTP_PARSE_OK);
+    CHECK(r.chunked && r.body == NULL && r.body_length == 7 && r.total_length == full);
+    CHECK(r.keep_alive);
+    http_decode_chunked(buf, &r);
+    CHECK(r.body == buf + r.head_length && !memcmp(r.body, "{\"a\":1}", 7));
+    CHECK(!memcmp(buf + full, "NEXT", 4)); /* the next request is untouched */
+    for (size_t n = 0; n < full; n++) {
+        http_parse_result res = http_parse_request(s, n, &LIM, &r, &st, &reason);
+        CHECKF(res == HTTP_PARSE_INCOMPLETE, "chunked prefix %zu gave %d (%s)", n, (int)res,
+               res == HTTP_PARSE_ERROR ? reason : "");
+    }
+    /* an empty body is one last-chunk */
+    CHECK(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", &r, &st) ==
+          HTTP_PARSE_OK && r.body_length == 0);
+    /* exactly the body limit (64) in two chunks is fine; one more byte is not */
+    char big[512];
+    snprintf(big, sizeof big, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n%032d"
+             "\r\n20\r\n%032d\r\n0\r\n\r\n", 0, 0);
+    CHECK(parse(big, &r, &st) == HTTP_PARSE_OK && r.body_length == 64);
+    snprintf(big, sizeof big, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n%032d"
+             "\r\n21\r\n%033d\r\n0\r\n\r\n", 0, 0);
+    expect_error(big, 413);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n", 413);
+    /* framing overhead is bounded too: endless empty extensions, or tiny chunks */
+    char ovh[4096];
+    size_t n = (size_t)snprintf(ovh, sizeof ovh, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    while (n + 8 < sizeof ovh) n += (size_t)snprintf(ovh + n, sizeof ovh - n, "1\r\na\r\n");
+    CHECK(http_parse_request(ovh, n, &LIM, &r, &st, &reason) == HTTP_PARSE_ERROR && st == 413);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nx\r\n", 400);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\nab\r\n", 400);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2;\x01\r\nab\r\n", 400);
+    expect_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400);
+    expect_error("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+    /* a chunk-size line that never ends */
+    memset(ovh, '0', sizeof ovh);
+    n = (size_t)snprintf(ovh, sizeof ovh, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1;");
+    ovh[n] = 'x';
+    CHECK(http_parse_request(ovh, sizeof ovh, &LIM, &r, &st, &reason) == HTTP_PARSE_ERROR && st == 400);
+    CHECK(http_max_request_bytes(&LIM) >= LIM.max_head_bytes + LIM.max_body_bytes);
+}
+
 static void test_format(void) {
     char out[256];
     size_t n = http_format_head(out, sizeof out, 200, "application/json", 5, true, NULL);
@@ -127,11 +183,15 @@ static void test_format(void) {
     CHECK(n > 0 && !strstr(out, "Content-Length") && strstr(out, "Connection: close\r\n") &&
           strstr(out, "X-A: b\r\n"));
     CHECK(http_format_head(out, 16, 200, "a", 1, true, NULL) == 0);
+    n = http_format_head(out, sizeof out, 405, "application/json", 2, true, "Allow: POST\r\n");
+    CHECK(n > 0 && !strncmp(out, "HTTP/1.1 405 Method Not Allowed\r\n", 33) &&
+          strstr(out, "\r\nAllow: POST\r\n"));
 }
 
 int main(void) {
     test_good();
     test_bad();
+    test_chunked();
     test_format();
     return test_finish("test_http");
 }

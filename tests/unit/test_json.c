@@ -95,6 +95,20 @@ static void test_numbers(void) {
     longnum[1] = '.';
     longnum[sizeof longnum - 1] = '\0';
     check_number(longnum, false, false, 0, strtod(longnum, NULL));
+    /* uint64: the full range exactly (seeds), nothing negative or beyond */
+    struct { const char *text; bool fits; uint64_t v; } u[] = {
+        {"0", true, 0}, {"-0", true, 0}, {"18446744073709551615", true, UINT64_MAX},
+        {"18446744073709551614", true, UINT64_MAX - 1}, {"9223372036854775808", true, 1ull << 63},
+        {"18446744073709551616", false, 0}, {"-1", false, 0}, {"1.0", false, 0}, {"1e3", false, 0},
+    };
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++) {
+        json_doc *du = parse_ok(u[i].text, strlen(u[i].text));
+        if (!du) continue;
+        const json_value *v = kipp_json_root(du);
+        CHECKF(v->as.number.fits_uint64 == u[i].fits, "%s fits_uint64", u[i].text);
+        if (u[i].fits) CHECKF(v->as.number.uinteger == u[i].v, "%s uinteger", u[i].text);
+        kipp_json_free(du);
+    }
     /* -0 keeps its sign */
     json_doc *d = parse_ok("-0", 2);
     if (d) {
