@@ -201,6 +201,35 @@ void kipp_sampler_accept(kipp_sampler *s, int32_t token);
  * and may be modified. */
 int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 
+/* ---- constrained decoding ------------------------------------------------ */
+
+/* A grammar: the set of documents a generation may produce, compiled from a
+ * JSON Schema (subset and bounds: docs/ARCHITECTURE.md). A state follows
+ * one generation through it: before each sample, kipp_grammar_mask sets the
+ * logits of every token that cannot continue a valid document to -INFINITY
+ * (the checkpoint's stop tokens stay allowed exactly when the document is
+ * complete); after it, kipp_grammar_accept advances by the chosen token.
+ * Output is compact JSON (no whitespace). A grammar and its states belong
+ * to one thread at a time (they share a mask cache); the model must outlive
+ * them. schema NULL: any JSON object (response_format json_object).
+ * Unsupported keywords fail with KIPP_E_UNSUPPORTED naming the keyword. */
+typedef struct kipp_grammar kipp_grammar;
+typedef struct kipp_grammar_state kipp_grammar_state;
+
+int kipp_grammar_from_json_schema(const kipp_model *model, const char *schema, size_t length,
+                                  kipp_grammar **out, kipp_error *err);
+void kipp_grammar_destroy(kipp_grammar *g);
+int kipp_grammar_state_create(kipp_grammar *g, kipp_grammar_state **out, kipp_error *err);
+void kipp_grammar_state_destroy(kipp_grammar_state *s);
+/* Masks logits[KIPP_VOCAB_SIZE] in place; returns the number of allowed
+ * tokens (never 0: a state always has a continuation or is complete). */
+size_t kipp_grammar_mask(kipp_grammar_state *s, float *logits);
+bool kipp_grammar_allows(kipp_grammar_state *s, int32_t token);
+/* Advances by token; KIPP_E_ARGUMENT (state unchanged) when it is not allowed. */
+int kipp_grammar_accept(kipp_grammar_state *s, int32_t token, kipp_error *err);
+/* The bytes so far form a complete document. */
+bool kipp_grammar_complete(const kipp_grammar_state *s);
+
 /* ---- chat rendering ----------------------------------------------------- */
 
 /* One chat message. role is "system", "user" or "assistant"; content is
