@@ -232,26 +232,52 @@ bool kipp_grammar_complete(const kipp_grammar_state *s);
 
 /* ---- chat rendering ----------------------------------------------------- */
 
-/* One chat message. role is "system", "user" or "assistant"; content is
- * UTF-8 of content_length bytes. reasoning_content (NULL = absent) is an
- * assistant turn's thinking, as in the Qwen3 template. */
+/* One call of a function by an assistant turn: name and arguments as the
+ * JSON text the template prints (OpenAI sends arguments as a string). */
+typedef struct kipp_chat_tool_call {
+    const char *name;
+    size_t name_length;
+    const char *arguments;
+    size_t arguments_length;
+} kipp_chat_tool_call;
+
+/* One chat message. role is "system", "user", "assistant" or "tool";
+ * content is UTF-8 of content_length bytes. reasoning_content (NULL =
+ * absent) is an assistant turn's thinking, as in the Qwen3 template;
+ * tool_calls are the functions an assistant turn called. A "tool" message
+ * is a function's result. */
 typedef struct kipp_chat_message {
     const char *role;
     const char *content;
     size_t content_length;
     const char *reasoning_content;
     size_t reasoning_length;
+    const kipp_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
 } kipp_chat_message;
 
 /* Renders messages as the checkpoint's ChatML prompt, byte-identical to its
- * Jinja chat template (Qwen3 hybrid-thinking template; tools are not
- * supported). add_generation_prompt appends the assistant header;
- * enable_thinking=false then also appends the empty think block.
- * Base entries and variants without a native renderer give
- * KIPP_E_UNSUPPORTED. *text is malloc'd and NUL-terminated; free() it. */
+ * Jinja chat template (Qwen3 hybrid-thinking template).
+ * add_generation_prompt appends the assistant header; enable_thinking=false
+ * then also appends the empty think block. Base entries and variants
+ * without a native renderer give KIPP_E_UNSUPPORTED. *text is malloc'd and
+ * NUL-terminated; free() it. */
 int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
                      size_t n_messages, bool add_generation_prompt, bool enable_thinking,
                      char **text, size_t *length, kipp_error *err);
+
+/* The same with function definitions offered to the model: tools[i] is
+ * the i-th tool object exactly as the template's `tojson` prints it
+ * (kipp_chat_tojson in the server makes it from request JSON). */
+typedef struct kipp_chat_tool {
+    const char *json;
+    size_t length;
+} kipp_chat_tool;
+
+int kipp_chat_render_tools(const kipp_model *model, const kipp_chat_message *messages,
+                           size_t n_messages, const kipp_chat_tool *tools, size_t n_tools,
+                           bool add_generation_prompt, bool enable_thinking, char **text,
+                           size_t *length, kipp_error *err);
 
 /* ---- inspection (`kipp info`) ----------------------------------------- */
 

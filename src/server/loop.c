@@ -168,7 +168,7 @@ static void ev_text(void *owner, uint32_t choice, const char *text, size_t n) {
     json_buf b = {0};
     api_logprobs lp;
     api_format_chunk_text(&b, &c->ctx, choice, text, n, pending_lp(c, choice, &lp));
-    sse_send(c, &b);
+    if (b.length) sse_send(c, &b); /* empty: the output splitter holds the text back */
     kipp_json_buf_free(&b);
 }
 
@@ -198,6 +198,7 @@ static void free_job_buffers(conn *c) {
 
 static void end_job(conn *c) {
     c->job = NULL;
+    api_response_ctx_free(&c->ctx);
     free_job_buffers(c);
     if (c->state == C_WAITING) c->state = c->keep_alive ? C_READING : C_CLOSING;
     c->last_activity = now();
@@ -308,7 +309,9 @@ static void handle_completion(conn *c, api_kind kind, const http_request *req) {
     }
     sched_request sr = {.prompt = r.prompt, .n_prompt = r.n_prompt, .n_choices = r.n,
                         .max_tokens = r.max_tokens, .sampling = r.sampling,
-                        .n_stops = r.n_stops, .top_logprobs = r.top_logprobs};
+                        .n_stops = r.n_stops, .top_logprobs = r.top_logprobs,
+                        .grammar = r.grammar};
+    r.grammar = NULL; /* the scheduler owns it now */
     for (size_t i = 0; i < r.n_stops; i++) sr.stops[i] = r.stops[i];
     kipp_error kerr = {0};
     c->stream = r.stream;
@@ -317,9 +320,11 @@ static void handle_completion(conn *c, api_kind kind, const http_request *req) {
     c->n_choices = r.n;
     for (uint32_t i = 0; i < SCHED_MAX_CHOICES; i++) c->finish[i] = "stop";
     api_response_ctx_init(&c->ctx, kind, s->model, ++s->serial);
+    api_response_ctx_configure(&c->ctx, &r);
     int rc = sched_submit(s->sched, &sr, &EVENTS, c, &c->job, &kerr);
     api_request_free(&r);
     if (rc) {
+        api_response_ctx_free(&c->ctx);
         respond_error(c, rc == KIPP_E_MEMORY ? 500 : 400, NULL, kerr.message);
         return;
     }
