@@ -271,15 +271,21 @@ static void start_value(const kipp_grammar *g, thread *w, uint32_t node, uint8_t
             start_value(g, &copy, n->kid[k], c, out);
         }
         return;
-    case G_ANY:
-        /* Nesting under an unconstrained value stops where the stack would:
-         * containers need room for their own frame and a child's. */
-        if (c == '{' && w->sp + 3 < GRAM_MAX_DEPTH) start_value(g, w, g->free_object, c, out);
-        else if (c == '[' && w->sp + 3 < GRAM_MAX_DEPTH) start_value(g, w, g->free_array, c, out);
+    case G_ANY: {
+        /* Containers under unconstrained values nest GRAM_FREE_MAX_DEPTH
+         * deep at most, and never beyond the stack (a container needs room
+         * for its own frame and a child's). */
+        uint32_t free_depth = 0;
+        for (uint32_t k = 0; k < w->sp; k++)
+            free_depth += w->f[k].node == g->free_object || w->f[k].node == g->free_array;
+        bool nest = free_depth < GRAM_FREE_MAX_DEPTH && w->sp + 3 < GRAM_MAX_DEPTH;
+        if (c == '{' && nest) start_value(g, w, g->free_object, c, out);
+        else if (c == '[' && nest) start_value(g, w, g->free_array, c, out);
         else if (c == '"') start_value(g, w, g->free_string, c, out);
         else if (c == '-' || (c >= '0' && c <= '9')) start_value(g, w, g->number, c, out);
         else if (c == 't' || c == 'f' || c == 'n') start_value(g, w, g->literals_tfn, c, out);
         return;
+    }
     case G_SEQ:
         if (!push(w, node, F_SEQ)) return;
         start_value(g, w, n->kid[0], c, out);

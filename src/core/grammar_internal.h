@@ -21,9 +21,13 @@
 #define GRAM_MAX_CANDIDATES 64    /* enum values, object properties: one bit each */
 #define GRAM_DEFAULT_MAX_STRING 256 /* characters, when the schema gives no maxLength */
 #define GRAM_DEFAULT_MAX_ITEMS 64   /* when the schema gives no maxItems */
-#define GRAM_FREE_MAX_KEYS 16       /* keys of an object whose properties are not declared */
-#define GRAM_FREE_KEY_LENGTH 64     /* characters of such a key */
-#define GRAM_FREE_MAX_ITEMS 16      /* items of an array of unconstrained values */
+/* Unconstrained values (json_object, schema {} or true, undeclared
+ * required properties) are where a model can wander longest: their
+ * containers are kept small and shallow. */
+#define GRAM_FREE_MAX_KEYS 8        /* keys of an object whose properties are not declared */
+#define GRAM_FREE_KEY_LENGTH 32     /* characters of such a key */
+#define GRAM_FREE_MAX_ITEMS 8       /* items of an array of unconstrained values */
+#define GRAM_FREE_MAX_DEPTH 3       /* nested unconstrained objects/arrays */
 #define GRAM_MAX_INT_DIGITS 15      /* JSON numbers stay exact as IEEE doubles */
 #define GRAM_MAX_FRAC_DIGITS 9
 #define GRAM_MAX_EXP_DIGITS 2
