@@ -167,8 +167,10 @@ static void ev_text(void *owner, uint32_t choice, const char *text, size_t n) {
     }
     json_buf b = {0};
     api_logprobs lp;
+    size_t sent = c->lp_sent[choice];
     api_format_chunk_text(&b, &c->ctx, choice, text, n, pending_lp(c, choice, &lp));
-    if (b.length) sse_send(c, &b); /* empty: the output splitter holds the text back */
+    if (b.length) sse_send(c, &b);
+    else c->lp_sent[choice] = sent; /* the splitter held the text back: so do its log-probs */
     kipp_json_buf_free(&b);
 }
 
