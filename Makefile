@@ -66,6 +66,14 @@ $(BUILD)/tests/test_http: tests/unit/test_http.c tests/unit/test_util.h $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/obj/src/server/http.o $(LDLIBS_ALL)
 
+# The chat output splitter is server code with no engine state; its test
+# links it with the library objects (json, chat).
+$(BUILD)/tests/test_chat_output: tests/unit/test_chat_output.c tests/unit/test_util.h \
+                                 $(BUILD)/obj/src/server/chat_output.o $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/obj/src/server/chat_output.o \
+	    $(LIB_OBJS) $(LDLIBS_ALL)
+
 -include $(DEPS)
 
 # ---- fixtures: tokenizer files and synthetic checkpoints --------------------

@@ -203,28 +203,83 @@ void kipp_sampler_accept(kipp_sampler *s, int32_t token);
  * and may be modified. */
 int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 
+/* ---- constrained decoding ------------------------------------------------ */
+
+/* A grammar: the set of documents a generation may produce, compiled from a
+ * JSON Schema (subset and bounds: docs/ARCHITECTURE.md). A state follows
+ * one generation through it: before each sample, kipp_grammar_mask sets the
+ * logits of every token that cannot continue a valid document to -INFINITY
+ * (the checkpoint's stop tokens stay allowed exactly when the document is
+ * complete); after it, kipp_grammar_accept advances by the chosen token.
+ * Output is compact JSON (no whitespace). A grammar and its states belong
+ * to one thread at a time (they share a mask cache); the model must outlive
+ * them. schema NULL: any JSON object (response_format json_object).
+ * Unsupported keywords fail with KIPP_E_UNSUPPORTED naming the keyword. */
+typedef struct kipp_grammar kipp_grammar;
+typedef struct kipp_grammar_state kipp_grammar_state;
+
+int kipp_grammar_from_json_schema(const kipp_model *model, const char *schema, size_t length,
+                                  kipp_grammar **out, kipp_error *err);
+void kipp_grammar_destroy(kipp_grammar *g);
+int kipp_grammar_state_create(kipp_grammar *g, kipp_grammar_state **out, kipp_error *err);
+void kipp_grammar_state_destroy(kipp_grammar_state *s);
+/* Masks logits[KIPP_VOCAB_SIZE] in place; returns the number of allowed
+ * tokens (never 0: a state always has a continuation or is complete). */
+size_t kipp_grammar_mask(kipp_grammar_state *s, float *logits);
+bool kipp_grammar_allows(kipp_grammar_state *s, int32_t token);
+/* Advances by token; KIPP_E_ARGUMENT (state unchanged) when it is not allowed. */
+int kipp_grammar_accept(kipp_grammar_state *s, int32_t token, kipp_error *err);
+/* The bytes so far form a complete document. */
+bool kipp_grammar_complete(const kipp_grammar_state *s);
+
 /* ---- chat rendering ----------------------------------------------------- */
 
-/* One chat message. role is "system", "user" or "assistant"; content is
- * UTF-8 of content_length bytes. reasoning_content (NULL = absent) is an
- * assistant turn's thinking, as in the Qwen3 template. */
+/* One call of a function by an assistant turn: name and arguments as the
+ * JSON text the template prints (OpenAI sends arguments as a string). */
+typedef struct kipp_chat_tool_call {
+    const char *name;
+    size_t name_length;
+    const char *arguments;
+    size_t arguments_length;
+} kipp_chat_tool_call;
+
+/* One chat message. role is "system", "user", "assistant" or "tool";
+ * content is UTF-8 of content_length bytes. reasoning_content (NULL =
+ * absent) is an assistant turn's thinking, as in the Qwen3 template;
+ * tool_calls are the functions an assistant turn called. A "tool" message
+ * is a function's result. */
 typedef struct kipp_chat_message {
     const char *role;
     const char *content;
     size_t content_length;
     const char *reasoning_content;
     size_t reasoning_length;
+    const kipp_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
 } kipp_chat_message;
 
 /* Renders messages as the checkpoint's ChatML prompt, byte-identical to its
- * Jinja chat template (Qwen3 hybrid-thinking template; tools are not
- * supported). add_generation_prompt appends the assistant header;
- * enable_thinking=false then also appends the empty think block.
- * Base entries and variants without a native renderer give
- * KIPP_E_UNSUPPORTED. *text is malloc'd and NUL-terminated; free() it. */
+ * Jinja chat template (Qwen3 hybrid-thinking template).
+ * add_generation_prompt appends the assistant header; enable_thinking=false
+ * then also appends the empty think block. Base entries and variants
+ * without a native renderer give KIPP_E_UNSUPPORTED. *text is malloc'd and
+ * NUL-terminated; free() it. */
 int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
                      size_t n_messages, bool add_generation_prompt, bool enable_thinking,
                      char **text, size_t *length, kipp_error *err);
+
+/* The same with function definitions offered to the model: tools[i] is
+ * the i-th tool object exactly as the template's `tojson` prints it
+ * (kipp_chat_tojson in the server makes it from request JSON). */
+typedef struct kipp_chat_tool {
+    const char *json;
+    size_t length;
+} kipp_chat_tool;
+
+int kipp_chat_render_tools(const kipp_model *model, const kipp_chat_message *messages,
+                           size_t n_messages, const kipp_chat_tool *tools, size_t n_tools,
+                           bool add_generation_prompt, bool enable_thinking, char **text,
+                           size_t *length, kipp_error *err);
 
 /* ---- inspection (`kipp info`) ----------------------------------------- */
 

@@ -93,7 +93,7 @@ static int prepare(chat *c, int32_t **ids, size_t *n_ids) {
     if (!cm) return 1;
     for (size_t i = 0; i < c->n_msgs; i++)
         cm[i] = (kipp_chat_message){c->msgs[i].role, c->msgs[i].content, c->msgs[i].length,
-                                    NULL, 0};
+                                    NULL, 0, NULL, 0};
     char *text = NULL;
     size_t len = 0;
     int rc = kipp_chat_render(c->model, cm, c->n_msgs, true, c->think, &text, &len, &c->err);

@@ -40,6 +40,10 @@ static void usage(FILE *out) {
         "                            for every prompt position and every generated token\n"
         "  --print-ids               print generated token ids (comma-separated, one line)\n"
         "                            instead of text\n"
+        "  --json-schema FILE        constrain the output to compact JSON valid under the\n"
+        "                            JSON Schema in FILE (subset: docs/ARCHITECTURE.md);\n"
+        "                            stderr then also gives the time spent masking\n"
+        "  --json-object             constrain the output to any JSON object\n"
         "\n"
         "sampling (order: penalties, logit bias, temperature, top-k, top-p, min-p):\n"
         "  --temperature T           0 = greedy (default 0)\n"
@@ -116,7 +120,8 @@ static int parse_tokens(const char *s, int32_t **ids, size_t *n) {
 }
 
 typedef struct options {
-    const char *model, *prompt, *tokens, *all_logits;
+    const char *model, *prompt, *tokens, *all_logits, *json_schema;
+    bool json_object;
     long n_gen;
     long capacity;
     kipp_backend_kind backend;
@@ -137,6 +142,10 @@ static int parse_args(int argc, char **argv, options *o) {
             o->print_ids = true;
             continue;
         }
+        if (!strcmp(a, "--json-object")) {
+            o->json_object = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "kipp generate: %s needs a value (or unknown option; see --help)\n", a);
             return 1;
@@ -149,6 +158,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--tokens")) o->tokens = v;
         else if (!strcmp(a, "--all-logits")) o->all_logits = v;
+        else if (!strcmp(a, "--json-schema")) o->json_schema = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
             rc = parse_long(a, v, 0, 1L << 30, &o->n_gen);
         else if (!strcmp(a, "--capacity")) rc = parse_long(a, v, 1, 1L << 30, &o->capacity);
@@ -212,8 +222,35 @@ typedef struct run {
     kipp_session *session;
     FILE *logits_out;
     float *logits; /* [PROMPT_CHUNK][151936] */
+    kipp_grammar *grammar; /* --json-schema / --json-object, else NULL */
     kipp_error err;
 } run;
+
+/* The whole of a (schema) file; NULL on failure (errno set). */
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *data = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap) {
+            char *p = realloc(data, cap = cap ? cap * 2 : 4096);
+            if (!p) break;
+            data = p;
+        }
+        got = fread(data + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    bool bad = ferror(f) || n == 0;
+    fclose(f);
+    if (bad || !data) {
+        free(data);
+        if (!errno) errno = EINVAL;
+        return NULL;
+    }
+    *len = n;
+    return data;
+}
 
 static int write_rows(run *r, const float *rows, size_t n) {
     if (!r->logits_out) return 0;
@@ -257,6 +294,8 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
     int rc = 1;
     kipp_sampler *sampler = NULL;
     kipp_detok_stream *ds = NULL;
+    kipp_grammar_state *gs = NULL;
+    double t_mask = 0, t_sample = 0;
 
     /* Capacity: the whole run by default (never above the context). */
     uint64_t want = (uint64_t)n_prompt + (uint64_t)o->n_gen;
@@ -265,6 +304,10 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
     kipp_session_options so = {.capacity = capacity, .kv_quant = o->kv_quant};
     if (kipp_session_create(r->model, &so, &r->session, &r->err) ||
         kipp_sampler_create(&o->sampling, &sampler, &r->err)) {
+        fprintf(stderr, "kipp generate: %s\n", r->err.message);
+        goto done;
+    }
+    if (r->grammar && kipp_grammar_state_create(r->grammar, &gs, &r->err)) {
         fprintf(stderr, "kipp generate: %s\n", r->err.message);
         goto done;
     }
@@ -302,7 +345,20 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
     long n_done = 0;
     bool stopped = false, full = false;
     for (long g = 0; g < o->n_gen; g++) {
+        double ts = now_seconds();
+        if (gs) kipp_grammar_mask(gs, r->logits);
+        double tm = now_seconds();
         int32_t id = kipp_sampler_sample(sampler, r->logits);
+        t_mask += tm - ts;
+        t_sample += now_seconds() - tm;
+        if (gs && id >= 0 && kipp_grammar_accept(gs, id, &r->err)) {
+            bool stop = false;
+            for (uint32_t s = 0; s < ck->n_stops; s++) stop |= id == ck->stops[s];
+            if (!stop) {
+                fprintf(stderr, "kipp generate: %s\n", r->err.message);
+                goto done;
+            }
+        }
         if (id < 0) {
             fprintf(stderr, "kipp generate: every token is banned; nothing to sample\n");
             goto done;
@@ -339,8 +395,15 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
             "generation %ld tokens in %.3f s (%.2f tok/s)\n",
             kipp_backend_name(o->backend), n_prompt, tp, tp > 0 ? n_prompt / tp : 0.0, n_done,
             tg, tg > 0 ? n_done / tg : 0.0);
+    if (gs)
+        fprintf(stderr, "kipp generate: constrained: mask %.3f ms/token, sample %.3f ms/token, "
+                "mask = %.2f%% of generation time; document %s\n",
+                n_done ? t_mask * 1e3 / n_done : 0.0, n_done ? t_sample * 1e3 / n_done : 0.0,
+                tg > 0 ? 100.0 * t_mask / tg : 0.0,
+                kipp_grammar_complete(gs) ? "complete" : "truncated (max tokens reached)");
     rc = 0;
 done:
+    kipp_grammar_state_destroy(gs);
     kipp_detok_stream_destroy(ds);
     kipp_sampler_destroy(sampler);
     kipp_session_destroy(r->session);
@@ -377,6 +440,22 @@ int cmd_generate(int argc, char **argv) {
                 "one token)\n");
         goto done;
     }
+    if (o.json_schema || o.json_object) {
+        char *schema = NULL;
+        size_t len = 0;
+        if (o.json_schema && !(schema = read_all(o.json_schema, &len))) {
+            fprintf(stderr, "kipp generate: cannot read %s: %s\n", o.json_schema,
+                    strerror(errno));
+            goto done;
+        }
+        int grc = kipp_grammar_from_json_schema(r.model, schema, len, &r.grammar, &r.err);
+        free(schema);
+        if (grc) {
+            fprintf(stderr, "kipp generate: %s: %s\n", o.json_schema ? o.json_schema : "--json-object",
+                    r.err.message);
+            goto done;
+        }
+    }
     r.logits = malloc(sizeof(float) * KIPP_VOCAB_SIZE * PROMPT_CHUNK);
     if (!r.logits) {
         fprintf(stderr, "kipp generate: out of memory\n");
@@ -396,6 +475,7 @@ done:
     if (r.logits_out) fclose(r.logits_out);
     free(r.logits);
     free(prompt);
+    kipp_grammar_destroy(r.grammar);
     kipp_model_close(r.model);
     return rc;
 }

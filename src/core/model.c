@@ -63,6 +63,7 @@ int kipp_model_open(const char *path, const kipp_model_options *options,
     return KIPP_OK;
 fail:
     kipp_tokenizer_destroy(m->tokenizer);
+    kipp_vocab_index_free(m->vocab_index);
     kipp_artifact_close(&m->artifact);
     free(m);
     return rc;
@@ -72,6 +73,7 @@ void kipp_model_close(kipp_model *m) {
     if (!m) return;
     if (m->backend) m->backend->model_destroy(m->backend_state);
     kipp_tokenizer_destroy(m->tokenizer);
+    kipp_vocab_index_free(m->vocab_index);
     kipp_artifact_close(&m->artifact);
     free(m);
 }

@@ -15,6 +15,11 @@ struct kipp_model {
     const kipp_backend_ops *backend; /* NULL for KIPP_BACKEND_NONE */
     void *backend_state;
     int live_sessions;             /* models die after their sessions */
+    /* normal tokens sorted by bytes, for grammar masks; built on first use
+     * (core/grammar.c) */
+    struct kipp_vocab_index *vocab_index;
 };
+
+void kipp_vocab_index_free(struct kipp_vocab_index *v);
 
 #endif

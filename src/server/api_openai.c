@@ -123,6 +123,8 @@ static const field FIELDS[] = {
     {"chat_template_kwargs", 2, F_USED},
     {"user", 3, F_NOOP},
     {"logprobs", 3, F_USED},        {"top_logprobs", 2, F_USED},
+    {"response_format", 3, F_USED}, {"tools", 2, F_USED},
+    {"tool_choice", 2, F_USED},     {"parallel_tool_calls", 2, F_USED},
     {"echo", 1, F_NULL_ONLY},       {"suffix", 1, F_NULL_ONLY},
     {"best_of", 1, F_NULL_ONLY},
 };
@@ -208,7 +210,40 @@ static int check_message_identity(const json_value *msg, size_t i, api_error *e)
     return 0;
 }
 
-static int parse_messages(kipp_model *m, const json_value *root, api_request *r, api_error *e) {
+/* An assistant message's tool_calls -> calls[] (names and argument strings
+ * point into the request document). */
+static int parse_tool_calls(const json_value *tc, size_t i, kipp_chat_tool_call **out, size_t *n,
+                            api_error *e) {
+    *out = NULL;
+    *n = 0;
+    if (!present(tc)) return 0;
+    if (tc->type != JSON_ARRAY)
+        return bad(e, 400, "messages", "messages[%zu].tool_calls must be an array", i);
+    if (tc->as.array.count == 0) return 0;
+    kipp_chat_tool_call *calls = calloc(tc->as.array.count, sizeof *calls);
+    if (!calls) return bad(e, 500, "messages", "out of memory");
+    for (size_t k = 0; k < tc->as.array.count; k++) {
+        const json_value *c = tc->as.array.items[k];
+        const json_value *fn = kipp_json_get_type(c, "function", JSON_OBJECT);
+        const json_value *name = kipp_json_get_type(fn, "name", JSON_STRING);
+        const json_value *args = kipp_json_get_type(fn, "arguments", JSON_STRING);
+        const char *type = kipp_json_get_string(c, "type");
+        if (c->type != JSON_OBJECT || !name || !args || (type && strcmp(type, "function"))) {
+            free(calls);
+            return bad(e, 400, "messages", "messages[%zu].tool_calls[%zu] must be {\"id\", "
+                       "\"type\": \"function\", \"function\": {\"name\": string, "
+                       "\"arguments\": string}}", i, k);
+        }
+        calls[k] = (kipp_chat_tool_call){name->as.string.chars, name->as.string.length,
+                                         args->as.string.chars, args->as.string.length};
+    }
+    *out = calls;
+    *n = tc->as.array.count;
+    return 0;
+}
+
+static int parse_messages(kipp_model *m, const json_value *root, const api_features *f,
+                          api_request *r, api_error *e) {
     const json_value *msgs = kipp_json_get(root, "messages");
     if (!msgs || msgs->type != JSON_ARRAY || msgs->as.array.count == 0)
         return bad(e, 400, "messages", "'messages' must be a non-empty array");
@@ -235,9 +270,9 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
         for (size_t k = 0; k < msg->as.object.count && !rc; k++) {
             const char *key = msg->as.object.keys[k];
             if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content") &&
-                strcmp(key, "name"))
+                strcmp(key, "name") && strcmp(key, "tool_calls") && strcmp(key, "tool_call_id"))
                 rc = bad(e, 400, "messages", "messages[%zu].%s is not supported (supported: role, "
-                         "content, name, reasoning_content)", i, key);
+                         "content, name, reasoning_content, tool_calls, tool_call_id)", i, key);
         }
         if (rc) break;
         if (check_message_identity(msg, i, e)) {
@@ -250,26 +285,38 @@ static int parse_messages(kipp_model *m, const json_value *root, api_request *r,
         if (role && !strcmp(role, "developer")) role = "system";
         const json_value *c = kipp_json_get(msg, "content");
         const json_value *rs = kipp_json_get(msg, "reasoning_content");
+        const json_value *tc = kipp_json_get(msg, "tool_calls");
+        bool assistant = role && !strcmp(role, "assistant");
         if (!role) rc = bad(e, 400, "messages", "messages[%zu].role must be a string", i);
-        else if (!c || c->type != JSON_STRING)
+        else if (present(tc) && !assistant)
+            rc = bad(e, 400, "messages", "messages[%zu].tool_calls is for assistant messages", i);
+        else if (!(c && c->type == JSON_STRING) &&
+                 !(assistant && present(tc) && (!c || c->type == JSON_NULL)))
             rc = bad(e, 400, "messages", "messages[%zu].content must be a string (content parts "
-                     "are not supported)", i);
+                     "are not supported; null only with tool_calls)", i);
         else if (present(rs) && rs->type != JSON_STRING)
             rc = bad(e, 400, "messages", "messages[%zu].reasoning_content must be a string", i);
         if (rc) break;
-        cm[i] = (kipp_chat_message){role, c->as.string.chars, c->as.string.length,
+        bool text = c && c->type == JSON_STRING;
+        cm[i] = (kipp_chat_message){role, text ? c->as.string.chars : "",
+                                    text ? c->as.string.length : 0,
                                     present(rs) ? rs->as.string.chars : NULL,
-                                    present(rs) ? rs->as.string.length : 0};
+                                    present(rs) ? rs->as.string.length : 0, NULL, 0};
+        kipp_chat_tool_call *calls = NULL;
+        rc = parse_tool_calls(tc, i, &calls, &cm[i].n_tool_calls, e);
+        cm[i].tool_calls = calls;
     }
     char *text = NULL;
     size_t len = 0;
     kipp_error kerr = {0};
-    if (!rc && kipp_chat_render(m, cm, n, true, thinking, &text, &len, &kerr)) {
+    if (!rc && kipp_chat_render_tools(m, cm, n, f->tools, f->n_tools, true, thinking, &text, &len,
+                                      &kerr)) {
         rc = bad(e, 400, kerr.code == KIPP_E_UNSUPPORTED && strstr(kerr.message, "checkpoint")
                  ? "model" : "messages", "%s", kerr.message);
     }
     if (!rc) rc = tokenize(m, text, len, r, e, "messages");
     free(text);
+    for (size_t i = 0; i < n; i++) free((void *)cm[i].tool_calls);
     free(cm);
     return rc;
 }
@@ -474,7 +521,18 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
             }
         if (get_bool(so, "include_usage", &r->include_usage, e)) goto done;
     }
-    if (kind == API_CHAT ? parse_messages(m, root, r, e) : parse_prompt(m, root, r, e)) goto done;
+    api_features feat;
+    if (api_parse_features(m, kind, root, &feat, e)) goto done;
+    if (kind == API_CHAT ? parse_messages(m, root, &feat, r, e) : parse_prompt(m, root, r, e)) {
+        api_features_free(&feat);
+        goto done;
+    }
+    r->grammar = feat.grammar; /* the request owns it now */
+    feat.grammar = NULL;
+    r->parse_calls = feat.parse_calls;
+    r->parse_reasoning = kind == API_CHAT &&
+                         kipp_model_checkpoint(m)->variant == KIPP_VARIANT_INSTRUCT;
+    api_features_free(&feat);
     if (r->n_prompt == 0) {
         bad(e, 400, kind == API_CHAT ? "messages" : "prompt",
             "the prompt is empty after tokenization (no BOS is added)");
@@ -507,6 +565,7 @@ void api_request_free(api_request *r) {
     free(r->prompt);
     free(r->bias);
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    kipp_grammar_destroy(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -521,6 +580,62 @@ void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_mode
     ctx->model = m;
     snprintf(ctx->id, sizeof ctx->id, "%s-%llx%06llx", kind == API_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)ctx->created, serial);
+}
+
+void api_response_ctx_configure(api_response_ctx *ctx, const api_request *r) {
+    if (ctx->kind != API_CHAT || !(r->parse_calls || r->parse_reasoning)) return;
+    for (uint32_t i = 0; i < r->n && i < SCHED_MAX_CHOICES; i++)
+        ctx->split[i] = chat_output_create(r->parse_reasoning, r->parse_calls);
+    /* a failed allocation leaves that choice unsplit: plain content */
+}
+
+void api_response_ctx_free(api_response_ctx *ctx) {
+    for (uint32_t i = 0; i < SCHED_MAX_CHOICES; i++) {
+        chat_output_destroy(ctx->split[i]);
+        ctx->split[i] = NULL;
+    }
+    chat_delta_free(&ctx->delta);
+}
+
+/* "tool_calls" entries [from, from + n) of a choice; with `index` for
+ * stream deltas (the client's stream helper assembles calls by index). */
+static void put_calls(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
+                      const chat_output *o, size_t from, size_t n, bool index) {
+    kipp_json_buf_appendf(b, "\"tool_calls\":[");
+    for (size_t k = from; k < from + n; k++) {
+        const chat_tool_call *c = chat_output_call(o, k);
+        kipp_json_buf_appendf(b, "%s{", k > from ? "," : "");
+        if (index) kipp_json_buf_appendf(b, "\"index\":%zu,", k);
+        kipp_json_buf_appendf(b, "\"id\":\"call_%s_%u_%zu\",\"type\":\"function\","
+                              "\"function\":{\"name\":", ctx->id, choice, k);
+        kipp_json_buf_append_string(b, c->name, strlen(c->name));
+        kipp_json_buf_appendf(b, ",\"arguments\":");
+        kipp_json_buf_append_string(b, c->arguments, strlen(c->arguments));
+        kipp_json_buf_appendf(b, "}}");
+    }
+    kipp_json_buf_appendf(b, "]");
+}
+
+/* A delta's fields (reasoning_content, content, tool_calls), comma-led. */
+static bool put_delta_fields(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
+                             const chat_delta *d) {
+    bool any = false;
+    if (d->reasoning.length) {
+        kipp_json_buf_appendf(b, ",\"reasoning_content\":");
+        kipp_json_buf_append_string(b, d->reasoning.data, d->reasoning.length);
+        any = true;
+    }
+    if (d->content.length) {
+        kipp_json_buf_appendf(b, ",\"content\":");
+        kipp_json_buf_append_string(b, d->content.data, d->content.length);
+        any = true;
+    }
+    if (d->n_calls) {
+        kipp_json_buf_appendf(b, ",");
+        put_calls(b, ctx, choice, ctx->split[choice], d->first_call, d->n_calls, true);
+        any = true;
+    }
+    return any;
 }
 
 void api_format_error(json_buf *b, const api_error *e) {
@@ -687,7 +802,32 @@ void api_format_response(json_buf *b, const api_response_ctx *ctx, char *const *
     kipp_json_buf_appendf(b, ",\"choices\":[");
     for (uint32_t i = 0; i < n; i++) {
         kipp_json_buf_appendf(b, "%s{\"index\":%u,", i ? "," : "", i);
-        if (chat) {
+        const char *reason = finish[i];
+        if (chat && ctx->split[i]) {
+            /* the whole text through the same splitter a stream uses */
+            api_response_ctx *mctx = (api_response_ctx *)ctx;
+            chat_output *o = ctx->split[i];
+            chat_delta *d = &mctx->delta;
+            chat_delta_reset(d);
+            chat_output_push(o, texts[i] ? texts[i] : "", lengths[i], d);
+            chat_output_finish(o, d);
+            size_t calls = chat_output_n_calls(o);
+            kipp_json_buf_appendf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            if (calls && d->content.length == 0) kipp_json_buf_appendf(b, "null");
+            else kipp_json_buf_append_string(b, d->content.data ? d->content.data : "",
+                                             d->content.length);
+            if (chat_output_had_reasoning(o)) {
+                kipp_json_buf_appendf(b, ",\"reasoning_content\":");
+                kipp_json_buf_append_string(b, d->reasoning.data ? d->reasoning.data : "",
+                                            d->reasoning.length);
+            }
+            if (calls) {
+                kipp_json_buf_appendf(b, ",");
+                put_calls(b, ctx, i, o, 0, calls, false);
+                if (!strcmp(reason, "stop")) reason = "tool_calls";
+            }
+            kipp_json_buf_appendf(b, "},");
+        } else if (chat) {
             kipp_json_buf_appendf(b, "\"message\":{\"role\":\"assistant\",\"content\":");
             kipp_json_buf_append_string(b, texts[i] ? texts[i] : "", lengths[i]);
             kipp_json_buf_appendf(b, "},");
@@ -698,7 +838,7 @@ void api_format_response(json_buf *b, const api_response_ctx *ctx, char *const *
         }
         kipp_json_buf_appendf(b, "\"logprobs\":");
         put_logprobs(b, ctx, lp ? &lp[i] : NULL);
-        kipp_json_buf_appendf(b, ",\"finish_reason\":\"%s\"}", finish[i]);
+        kipp_json_buf_appendf(b, ",\"finish_reason\":\"%s\"}", reason);
     }
     kipp_json_buf_appendf(b, "],");
     put_usage(b, st);
@@ -721,6 +861,25 @@ void api_format_chunk_start(json_buf *b, const api_response_ctx *ctx, uint32_t c
 
 void api_format_chunk_text(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
                            const char *text, size_t length, const api_logprobs *lp) {
+    if (ctx->kind == API_CHAT && ctx->split[choice]) {
+        api_response_ctx *mctx = (api_response_ctx *)ctx;
+        chat_delta *d = &mctx->delta;
+        chat_delta_reset(d);
+        chat_output_push(ctx->split[choice], text, length, d);
+        size_t mark = b->length;
+        chunk_open(b, ctx, choice);
+        kipp_json_buf_appendf(b, "\"delta\":{");
+        size_t fields = b->length;
+        if (!put_delta_fields(b, ctx, choice, d)) {
+            b->length = mark; /* held back: nothing to send */
+            return;
+        }
+        b->data[fields] = ' '; /* the first field's leading comma */
+        kipp_json_buf_appendf(b, "},\"logprobs\":");
+        put_logprobs(b, ctx, lp);
+        kipp_json_buf_appendf(b, ",\"finish_reason\":null}]}");
+        return;
+    }
     chunk_open(b, ctx, choice);
     kipp_json_buf_appendf(b, ctx->kind == API_CHAT ? "\"delta\":{\"content\":" : "\"text\":");
     kipp_json_buf_append_string(b, text, length);
@@ -731,6 +890,23 @@ void api_format_chunk_text(json_buf *b, const api_response_ctx *ctx, uint32_t ch
 
 void api_format_chunk_finish(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
                              const char *finish_reason, const api_logprobs *lp) {
+    if (ctx->kind == API_CHAT && ctx->split[choice]) {
+        /* what the splitter still held rides in the final chunk's delta */
+        api_response_ctx *mctx = (api_response_ctx *)ctx;
+        chat_delta *d = &mctx->delta;
+        chat_delta_reset(d);
+        chat_output_finish(ctx->split[choice], d);
+        chunk_open(b, ctx, choice);
+        kipp_json_buf_appendf(b, "\"delta\":{");
+        size_t fields = b->length;
+        if (put_delta_fields(b, ctx, choice, d)) b->data[fields] = ' ';
+        kipp_json_buf_appendf(b, "},\"logprobs\":");
+        put_logprobs(b, ctx, lp);
+        if (chat_output_n_calls(ctx->split[choice]) && !strcmp(finish_reason, "stop"))
+            finish_reason = "tool_calls";
+        kipp_json_buf_appendf(b, ",\"finish_reason\":\"%s\"}]}", finish_reason);
+        return;
+    }
     chunk_open(b, ctx, choice);
     kipp_json_buf_appendf(b, "%s,\"logprobs\":",
                      ctx->kind == API_CHAT ? "\"delta\":{}" : "\"text\":\"\"");

@@ -16,6 +16,7 @@
 
 #include "core/json.h"
 #include "kipp.h"
+#include "server/chat_output.h"
 #include "server/scheduler.h"
 
 typedef enum api_kind { API_COMPLETIONS, API_CHAT } api_kind;
@@ -31,6 +32,19 @@ typedef struct api_limits {
     uint32_t context; /* max positions per session (prompt + max_tokens) */
 } api_limits;
 
+/* response_format / tools / tool_choice (api_tools.c). */
+typedef struct api_features {
+    kipp_chat_tool *tools; /* rendered into the prompt; [n_tools] */
+    json_buf *json;        /* the tojson text tools[] point into */
+    size_t n_tools;
+    bool parse_calls;      /* tools offered and tool_choice != none */
+    kipp_grammar *grammar; /* constrained decoding, or NULL */
+} api_features;
+
+int api_parse_features(const kipp_model *model, api_kind kind, const json_value *root,
+                       api_features *f, api_error *e);
+void api_features_free(api_features *f);
+
 typedef struct api_request {
     api_kind kind;
     int32_t *prompt; /* malloc'd */
@@ -42,6 +56,10 @@ typedef struct api_request {
     size_t n_stops;
     bool stream, include_usage;
     int32_t top_logprobs; /* -1 = no log-probs */
+    kipp_grammar *grammar; /* constrained decoding (NULL = none); hand it to the
+                            * scheduler and set this to NULL */
+    bool parse_calls;      /* split <tool_call> blocks out of the output */
+    bool parse_reasoning;  /* split a leading <think> block out of the output */
 } api_request;
 
 int api_parse_request(kipp_model *model, api_kind kind, const api_limits *limits,
@@ -56,10 +74,16 @@ typedef struct api_response_ctx {
     const char *model_id;
     const kipp_model *model; /* token bytes for log-probs */
     bool synthetic;
+    /* chat: reasoning / tool-call splitting per choice (NULL = plain content) */
+    chat_output *split[SCHED_MAX_CHOICES];
+    chat_delta delta;
 } api_response_ctx;
 
 void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_model *model,
                            unsigned long long serial);
+/* After init: what the request asked for (output splitting). */
+void api_response_ctx_configure(api_response_ctx *ctx, const api_request *r);
+void api_response_ctx_free(api_response_ctx *ctx);
 
 void api_format_error(json_buf *b, const api_error *e);
 void api_format_models(json_buf *b, const kipp_model *model, long long created);
@@ -79,7 +103,9 @@ void api_format_response(json_buf *b, const api_response_ctx *ctx, char *const *
                          const size_t *lengths, const char *const *finish,
                          const api_logprobs *lp, uint32_t n, const sched_job_stats *stats);
 
-/* Streamed chunk payloads (the JSON after "data: "). */
+/* Streamed chunk payloads (the JSON after "data: "). A text chunk may
+ * come out empty (b->length unchanged) when output splitting holds the
+ * text back; send nothing then. */
 void api_format_chunk_start(json_buf *b, const api_response_ctx *ctx, uint32_t choice);
 void api_format_chunk_text(json_buf *b, const api_response_ctx *ctx, uint32_t choice,
                            const char *text, size_t length, const api_logprobs *lp);

@@ -255,9 +255,11 @@ static void ev_text(void *owner, uint32_t choice, const char *text, size_t n) {
     }
     json_buf b = {0};
     api_logprobs lp;
+    size_t sent = c->lp_sent[choice];
     api_format_chunk_text(&b, &c->ctx, choice, text, n,
                           pending_lp(c, choice, c->text_sent[choice], &lp));
-    sse_send(c, &b);
+    if (b.length) sse_send(c, &b);
+    else c->lp_sent[choice] = sent; /* the splitter held the text back: so do its log-probs */
     kipp_json_buf_free(&b);
 }
 
@@ -292,6 +294,7 @@ static void free_job_buffers(conn *c) {
 
 static void end_job(conn *c) {
     c->job = NULL;
+    api_response_ctx_free(&c->ctx);
     free_job_buffers(c);
     if (c->state == C_WAITING) c->state = c->keep_alive ? C_READING : C_CLOSING;
     c->last_activity = now();
@@ -428,7 +431,9 @@ static void submit_parsed(conn *c, api_kind kind, int rc, api_request *r, const 
     }
     sched_request sr = {.prompt = r->prompt, .n_prompt = r->n_prompt, .n_choices = r->n,
                         .max_tokens = r->max_tokens, .sampling = r->sampling,
-                        .n_stops = r->n_stops, .top_logprobs = r->top_logprobs};
+                        .n_stops = r->n_stops, .top_logprobs = r->top_logprobs,
+                        .grammar = r->grammar};
+    r->grammar = NULL; /* the scheduler owns it now */
     for (size_t i = 0; i < r->n_stops; i++) sr.stops[i] = r->stops[i];
     kipp_error kerr = {0};
     c->stream = r->stream;
@@ -437,8 +442,10 @@ static void submit_parsed(conn *c, api_kind kind, int rc, api_request *r, const 
     c->n_choices = r->n;
     for (uint32_t i = 0; i < SCHED_MAX_CHOICES; i++) c->finish[i] = "stop";
     api_response_ctx_init(&c->ctx, kind, s->model, ++s->serial);
+    api_response_ctx_configure(&c->ctx, r);
     int src = sched_submit(s->sched, &sr, &EVENTS, c, &c->job, &kerr);
     if (src) {
+        api_response_ctx_free(&c->ctx);
         respond_error(c, src == KIPP_E_MEMORY ? 500 : 400, NULL, kerr.message);
         return;
     }

@@ -15,6 +15,10 @@
  * shares the window, so it also counts generated tokens only here. The
  * window stays the sampler's last 64 tokens.
  *
+ * Constrained decoding: a job's grammar is shared by its choices (one
+ * state each, one mask cache); the row is masked after the raw log-prob
+ * statistics are taken and before the sampler sees it.
+ *
  * Stop strings: generated text is kept per choice; bytes that could still
  * be the start of a stop string are held back until they cannot, so a
  * streamed client never sees any part of a stop string. */
@@ -34,6 +38,7 @@ typedef struct seq {
     kipp_session *session;
     kipp_sampler *sampler;
     kipp_detok_stream *detok;
+    kipp_grammar_state *grammar; /* NULL = unconstrained */
     uint32_t prompt_done; /* prompt tokens evaluated */
     int32_t pending;      /* sampled, to be evaluated next step */
     uint32_t generated;
@@ -51,6 +56,7 @@ struct sched_job {
     char *stops[SCHED_MAX_STOPS];
     size_t n_stops, max_stop_len;
     int32_t top_logprobs;
+    kipp_grammar *grammar;
     sched_events events;
     void *owner;
     double t_submit, t_admit, t_first, t_last;
@@ -126,6 +132,8 @@ static void release_seq(sched *s, sched_job *j, seq *q) {
     q->sampler = NULL;
     kipp_detok_stream_destroy(q->detok);
     q->detok = NULL;
+    kipp_grammar_state_destroy(q->grammar);
+    q->grammar = NULL;
 }
 
 static void free_job(sched *s, sched_job *j) {
@@ -136,6 +144,7 @@ static void free_job(sched *s, sched_job *j) {
     for (size_t k = 0; k < j->n_stops; k++) free(j->stops[k]);
     free(j->bias);
     free(j->prompt);
+    kipp_grammar_destroy(j->grammar);
     free(j);
 }
 
@@ -157,9 +166,21 @@ void sched_destroy(sched *s) {
     free(s);
 }
 
+static int submit(sched *s, const sched_request *r, const sched_events *events, void *owner,
+                  sched_job **out, kipp_error *err);
+
 int sched_submit(sched *s, const sched_request *r, const sched_events *events, void *owner,
                  sched_job **out, kipp_error *err) {
     *out = NULL;
+    kipp_grammar *grammar = r->grammar; /* ours from here on, whatever happens */
+    int rc = submit(s, r, events, owner, out, err);
+    if (*out) (*out)->grammar = grammar;
+    else kipp_grammar_destroy(grammar);
+    return rc;
+}
+
+static int submit(sched *s, const sched_request *r, const sched_events *events, void *owner,
+                  sched_job **out, kipp_error *err) {
     if (!r->prompt || r->n_prompt == 0 || r->n_choices == 0 ||
         r->n_choices > SCHED_MAX_CHOICES || r->max_tokens == 0 || r->n_stops > SCHED_MAX_STOPS ||
         r->top_logprobs < -1 || r->top_logprobs > SCHED_MAX_TOP_LOGPROBS)
@@ -246,7 +267,8 @@ static bool admit(sched *s, sched_job *j, kipp_error *err) {
         s->kv_reserved += j->capacity;
         s->active_sequences++;
         if (kipp_sampler_create(&sp, &q->sampler, err) ||
-            kipp_detok_stream_create(s->model, &q->detok, err))
+            kipp_detok_stream_create(s->model, &q->detok, err) ||
+            (j->grammar && kipp_grammar_state_create(j->grammar, &q->grammar, err)))
             return false;
     }
     return true;
@@ -376,11 +398,20 @@ static void take_token(sched *s, sched_job *j, seq *q, float *row) {
         for (uint32_t k = 0; k < info.n_top; k++)
             info.top_logprob[k] = (float)(s->raw[info.top_id[k]] - lse);
     }
+    if (q->grammar) kipp_grammar_mask(q->grammar, row);
     int32_t id = kipp_sampler_sample(q->sampler, row);
     if (id < 0) {
         j->failed = true;
-        snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); nothing to "
-                 "sample");
+        snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias%s); nothing "
+                 "to sample", q->grammar ? " and the output format" : "");
+        return;
+    }
+    bool is_stop = false;
+    for (uint32_t k = 0; k < s->ck->n_stops; k++) is_stop |= id == s->ck->stops[k];
+    kipp_error gerr;
+    if (q->grammar && !is_stop && kipp_grammar_accept(q->grammar, id, &gerr)) {
+        j->failed = true; /* the mask allowed it: an internal error */
+        snprintf(j->failure, sizeof j->failure, "constrained decoding: %s", gerr.message);
         return;
     }
     kipp_sampler_accept(q->sampler, id);

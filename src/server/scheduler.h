@@ -45,6 +45,11 @@ typedef struct sched_request {
     const char *stops[SCHED_MAX_STOPS]; /* copied; non-empty */
     size_t n_stops;
     int32_t top_logprobs; /* -1 = no log-probs; else 0..SCHED_MAX_TOP_LOGPROBS alternatives */
+    /* Constrained decoding (NULL = none): each choice follows its own state
+     * of this grammar; the logits row is masked before sampling. The
+     * scheduler takes ownership (destroys it with the job, or at once when
+     * sched_submit fails). */
+    kipp_grammar *grammar;
 } sched_request;
 
 /* One sampled token's log-probabilities under the model's raw distribution

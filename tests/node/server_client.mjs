@@ -215,7 +215,8 @@ check(c3.texts[0] === c1.choices[0].message.content && c3.usage.completion_token
 // ---- refusals ---------------------------------------------------------------------
 await expect400(base.chat.completions.create({ messages: hello, max_tokens: 4 }), 400, "instruct", "chat on a base model");
 await expect400(base.completions.create({ ...greedy, frobnicate: 1 }), 400, "frobnicate", "unknown field");
-await expect400(instruct.chat.completions.create({ messages: hello, tools: [{ type: "function", function: { name: "f" } }] }), 400, "tools", "tools");
+// tools are supported (tests/node/tools_reasoning.mjs); a malformed one is still a 400
+await expect400(instruct.chat.completions.create({ messages: hello, max_tokens: 2, tools: [{ type: "function", function: { name: "bad name" } }] }), 400, "tools", "tools");
 await expect400(base.completions.create({ ...greedy, logprobs: 6 }), 400, "logprobs", "legacy logprobs above 5");
 await expect400(instruct.chat.completions.create({ messages: hello, top_logprobs: 2 }), 400, "logprobs", "top_logprobs without logprobs");
 await expect400(instruct.chat.completions.create({ messages: hello, logprobs: true, top_logprobs: 21 }), 400, "top_logprobs", "top_logprobs above 20");
@@ -226,7 +227,7 @@ await expect400(base.completions.create({ ...greedy, n: 3, max_tokens: 4000 }), 
 await expect400(base.completions.create({ ...greedy, n: 8 }), 400, "budget", "more sequences than --max-sessions");
 await expect400(base.completions.create({ ...greedy, top_p: 0 }), 400, "top_p", "top_p 0");
 await expect400(base.completions.create({ ...greedy, stream_options: { include_usage: true } }), 400, "stream_options", "stream_options without stream");
-await expect400(instruct.chat.completions.create({ messages: [{ role: "tool", content: "x" }] }), 400, "tool", "tool role");
+await expect400(instruct.chat.completions.create({ messages: [{ role: "function", content: "x" }], max_tokens: 2 }), 400, "function", "unknown role");
 const badJson = await fetch(`${BASE_URL}/v1/completions`, { method: "POST", body: "{\"prompt\": \"x\"," });
 check(badJson.status === 400 && /JSON/.test((await badJson.json()).error.message), "malformed JSON is a 400");
 check((await fetch(`${BASE_URL}/v1/nothing`)).status === 404, "unknown path 404");

@@ -15,6 +15,8 @@
 #include "test_util.h"
 
 #define GOLDEN "tests/vectors/chat/qwen3_chatml_golden.json"
+#define TOOLS_GOLDEN "tests/vectors/chat/qwen3_tools_golden.json"
+#define MAX_CALLS 64 /* tool calls over one conversation */
 
 static void show_diff(const char *want, size_t wn, const char *got, size_t gn) {
     size_t i = 0;
@@ -22,6 +24,39 @@ static void show_diff(const char *want, size_t wn, const char *got, size_t gn) {
     fprintf(stderr, "  first difference at byte %zu (want %zu bytes, got %zu)\n", i, wn, gn);
     fprintf(stderr, "  want: %.*s\n  got:  %.*s\n", (int)(wn - i < 60 ? wn - i : 60), want + i,
             (int)(gn - i < 60 ? gn - i : 60), got + i);
+}
+
+/* Tool calls of the conversation being loaded: names point into the
+ * golden document; arguments are the string as given, or an object printed
+ * by kipp_chat_tojson (as the template's tojson does). */
+static kipp_chat_tool_call calls[MAX_CALLS];
+static json_buf call_args[MAX_CALLS];
+static size_t n_calls;
+
+static void free_calls(void) {
+    for (size_t i = 0; i < n_calls; i++) kipp_json_buf_free(&call_args[i]);
+    memset(call_args, 0, sizeof call_args);
+    n_calls = 0;
+}
+
+static bool load_calls(const json_value *tc, kipp_chat_message *msg) {
+    if (!tc) return true;
+    if (tc->type != JSON_ARRAY) return false;
+    msg->tool_calls = calls + n_calls;
+    msg->n_tool_calls = tc->as.array.count;
+    for (size_t k = 0; k < tc->as.array.count; k++) {
+        if (n_calls == MAX_CALLS) return false;
+        const json_value *f = kipp_json_get_type(tc->as.array.items[k], "function", JSON_OBJECT);
+        const json_value *name = kipp_json_get_type(f, "name", JSON_STRING);
+        const json_value *args = kipp_json_get(f, "arguments");
+        if (!name || !args) return false;
+        json_buf *b = &call_args[n_calls];
+        if (args->type == JSON_STRING) kipp_json_buf_append(b, args->as.string.chars, args->as.string.length);
+        else kipp_chat_tojson(b, args);
+        calls[n_calls++] = (kipp_chat_tool_call){name->as.string.chars, name->as.string.length,
+                                                 b->data ? b->data : "", b->length};
+    }
+    return true;
 }
 
 /* Fills msgs from a JSON messages array; returns the count or -1. */
@@ -38,7 +73,7 @@ static long load_messages(const json_value *arr, kipp_chat_message *msgs, size_t
             .reasoning_content = r ? r->as.string.chars : NULL,
             .reasoning_length = r ? r->as.string.length : 0,
         };
-        if (!msgs[i].role || !c) return -1;
+        if (!msgs[i].role || !c || !load_calls(kipp_json_get(m, "tool_calls"), &msgs[i])) return -1;
     }
     return (long)arr->as.array.count;
 }
@@ -90,13 +125,73 @@ static void test_goldens(char template_sha[65]) {
     free(data);
 }
 
+/* The tool conversations: tools printed by kipp_chat_tojson, rendered with
+ * tool calls and results. */
+static void test_tool_goldens(const char *template_sha) {
+    kipp_error err = {0};
+    char *data = NULL;
+    size_t size = 0;
+    CHECKF(kipp_read_file(TOOLS_GOLDEN, &data, &size, &err) == 0, "%s", err.message);
+    json_doc *doc = NULL;
+    if (!data || kipp_json_parse(data, size, &doc, &err)) {
+        CHECKF(0, "%s", err.message);
+        free(data);
+        return;
+    }
+    const json_value *root = kipp_json_root(doc);
+    const char *sha = kipp_json_get_string(root, "template_sha256");
+    CHECK(sha && !strcmp(sha, template_sha)); /* both goldens from the same template */
+    const json_value *cases = kipp_json_get_type(root, "cases", JSON_ARRAY);
+    CHECK(cases && cases->as.array.count >= 40);
+    size_t matched = 0, total = cases ? cases->as.array.count : 0;
+    for (size_t i = 0; i < total; i++) {
+        const json_value *c = cases->as.array.items[i];
+        kipp_chat_message msgs[16];
+        memset(msgs, 0, sizeof msgs);
+        free_calls();
+        long n = load_messages(kipp_json_get(c, "messages"), msgs, 16);
+        const json_value *tl = kipp_json_get_type(c, "tools", JSON_ARRAY);
+        kipp_chat_tool tools[8];
+        json_buf tj[8] = {{0}};
+        size_t n_tools = tl ? tl->as.array.count : 0;
+        CHECK(n > 0 && tl && n_tools <= 8);
+        if (n <= 0 || !tl || n_tools > 8) continue;
+        for (size_t k = 0; k < n_tools; k++) {
+            kipp_chat_tojson(&tj[k], tl->as.array.items[k]);
+            tools[k] = (kipp_chat_tool){tj[k].data, tj[k].length};
+        }
+        bool gen = false, think = true;
+        CHECK(kipp_json_get_bool(c, "add_generation_prompt", &gen));
+        const json_value *et = kipp_json_get(c, "enable_thinking");
+        if (et && et->type == JSON_FALSE) think = false;
+        const json_value *want = kipp_json_get_type(c, "expected", JSON_STRING);
+        char *got = NULL;
+        size_t got_n = 0;
+        int rc = kipp_chat_render_qwen3_tools(msgs, (size_t)n, tools, n_tools, gen, think, &got,
+                                              &got_n, &err);
+        CHECKF(rc == 0, "tool case %zu: %s", i, err.message);
+        if (!rc && want) {
+            bool same = got_n == want->as.string.length && !memcmp(got, want->as.string.chars, got_n);
+            CHECKF(same, "tool case %zu differs from the Jinja rendering", i);
+            if (!same) show_diff(want->as.string.chars, want->as.string.length, got, got_n);
+            matched += same;
+        }
+        free(got);
+        for (size_t k = 0; k < n_tools; k++) kipp_json_buf_free(&tj[k]);
+    }
+    free_calls();
+    fprintf(stderr, "test_chat: %zu/%zu golden tool renderings match\n", matched, total);
+    kipp_json_free(doc);
+    free(data);
+}
+
 static void test_errors(void) {
     kipp_error err = {0};
     char *t = NULL;
     size_t n = 0;
-    kipp_chat_message tool = {.role = "tool", .content = "x", .content_length = 1};
+    kipp_chat_message tool = {.role = "function", .content = "x", .content_length = 1};
     CHECK(kipp_chat_render_qwen3(&tool, 1, true, true, &t, &n, &err) == KIPP_E_UNSUPPORTED);
-    CHECK(strstr(err.message, "tool") != NULL);
+    CHECK(strstr(err.message, "function") != NULL);
     CHECK(kipp_chat_render_qwen3(NULL, 0, true, true, &t, &n, &err) == KIPP_E_ARGUMENT);
     kipp_chat_message r = {.role = "user", .content = "x", .content_length = 1,
                            .reasoning_content = "r", .reasoning_length = 1};
@@ -155,6 +250,7 @@ static void test_models(const char *golden_sha) {
 int main(void) {
     char sha[65] = "";
     test_goldens(sha);
+    test_tool_goldens(sha);
     test_errors();
     test_models(sha);
     return test_finish("test_chat");

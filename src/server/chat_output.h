@@ -1,0 +1,49 @@
+/* Splits a chat model's output, as it streams, into what the OpenAI API
+ * returns separately: reasoning (the Qwen3 "<think>...</think>" block at the
+ * start), content, and tool calls ("<tool_call>\n{json}\n</tool_call>"
+ * blocks, Qwen3's format). Knows neither HTTP nor the scheduler; bytes in,
+ * pieces out. Markers split across pushes are held back until they can be
+ * decided, so a stream never shows part of a tag.
+ *
+ * Text rules (the inverse of the chat template's rendering): the newline
+ * after "<think>" and the newlines before "</think>" are not reasoning;
+ * newlines right after "</think>" are not content; whitespace before a
+ * tool call, and trailing whitespace once a call was made, is dropped. A
+ * block that does not parse as {"name": string, "arguments": ...} stays in
+ * the content as text, tags included. */
+#ifndef KIPP_SERVER_CHAT_OUTPUT_H
+#define KIPP_SERVER_CHAT_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/json.h"
+
+typedef struct chat_tool_call {
+    char *name;      /* NUL-terminated */
+    char *arguments; /* JSON text (an object as the template's tojson prints it) */
+} chat_tool_call;
+
+/* What one push (or the finish) produced; the caller resets it. */
+typedef struct chat_delta {
+    json_buf reasoning, content;
+    size_t first_call, n_calls; /* calls [first_call, first_call + n_calls) are new */
+} chat_delta;
+
+typedef struct chat_output chat_output;
+
+/* reasoning: look for a leading think block; tools: parse tool calls. */
+chat_output *chat_output_create(bool reasoning, bool tools);
+void chat_output_destroy(chat_output *o);
+void chat_output_push(chat_output *o, const char *text, size_t n, chat_delta *d);
+/* End of generation: everything held back is released. */
+void chat_output_finish(chat_output *o, chat_delta *d);
+size_t chat_output_n_calls(const chat_output *o);
+const chat_tool_call *chat_output_call(const chat_output *o, size_t i);
+/* Any reasoning was seen (so the field is present even when empty). */
+bool chat_output_had_reasoning(const chat_output *o);
+
+void chat_delta_reset(chat_delta *d);
+void chat_delta_free(chat_delta *d);
+
+#endif
