@@ -17,4 +17,12 @@ struct kipp_model {
     int live_sessions;             /* models die after their sessions */
 };
 
+/* kipp_model_open with the backend's ops table already chosen (NULL when
+ * the build has none for options->backend: the open then fails with
+ * KIPP_E_BACKEND after the artifact checks, as an unavailable backend must).
+ * The public kipp_model_open lives in src/backends.c, which owns the table;
+ * core never names a backend. */
+int kipp_model_open_with(const char *path, const kipp_model_options *options,
+                         const kipp_backend_ops *ops, kipp_model **out, kipp_error *err);
+
 #endif
