@@ -105,7 +105,7 @@ KIPP_API size_t kipp_registry_count(void);
 KIPP_API const kipp_checkpoint *kipp_registry_at(size_t index);
 KIPP_API const kipp_checkpoint *kipp_registry_find_id(const char *id);
 KIPP_API const kipp_checkpoint *kipp_registry_find_source(const char *repository,
-                                                 const char *revision);
+                                                          const char *revision);
 KIPP_API const char *kipp_variant_name(kipp_variant v);
 
 /* ---- models ----------------------------------------------------------- */
@@ -147,7 +147,7 @@ typedef struct kipp_model_options {
 } kipp_model_options;
 
 KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,
-                    kipp_model **out, kipp_error *err);
+                             kipp_model **out, kipp_error *err);
 KIPP_API void kipp_model_close(kipp_model *model);
 KIPP_API const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *model);
 KIPP_API const char *kipp_model_quant_scheme(const kipp_model *model);
@@ -160,23 +160,23 @@ KIPP_API const char *kipp_model_chat_template(const kipp_model *model);
 /* Encode UTF-8 text to token ids (no BOS, added tokens recognised).
  * *ids is malloc'd; free() it. Invalid UTF-8: see docs/ARCHITECTURE.md. */
 KIPP_API int kipp_tokenize(const kipp_model *model, const char *text, size_t length,
-                  int32_t **ids, size_t *n_ids, kipp_error *err);
+                           int32_t **ids, size_t *n_ids, kipp_error *err);
 /* Decode ids to bytes (byte-exact; may be invalid UTF-8 mid-sequence).
  * *text is malloc'd and NUL-terminated; free() it. */
 KIPP_API int kipp_detokenize(const kipp_model *model, const int32_t *ids, size_t n_ids,
-                    char **text, size_t *length, kipp_error *err);
+                             char **text, size_t *length, kipp_error *err);
 
 /* Streaming decoder: holds back incomplete UTF-8 sequences. */
 typedef struct kipp_detok_stream kipp_detok_stream;
 KIPP_API int kipp_detok_stream_create(const kipp_model *model, kipp_detok_stream **out,
-                             kipp_error *err);
+                                      kipp_error *err);
 /* Appends complete UTF-8 produced by `id` to out (up to out_cap bytes,
  * returns bytes written in *out_len). */
 KIPP_API int kipp_detok_stream_push(kipp_detok_stream *s, int32_t id, char *out,
-                           size_t out_cap, size_t *out_len, kipp_error *err);
+                                    size_t out_cap, size_t *out_len, kipp_error *err);
 /* Flush whatever is held (incomplete bytes are emitted as U+FFFD). */
 KIPP_API int kipp_detok_stream_flush(kipp_detok_stream *s, char *out, size_t out_cap,
-                            size_t *out_len);
+                                     size_t *out_len);
 KIPP_API void kipp_detok_stream_destroy(kipp_detok_stream *s);
 
 /* ---- sessions and evaluation ----------------------------------------- */
@@ -192,13 +192,13 @@ typedef struct kipp_session_options {
 } kipp_session_options;
 
 KIPP_API int kipp_session_create(kipp_model *model, const kipp_session_options *options,
-                        kipp_session **out, kipp_error *err);
+                                 kipp_session **out, kipp_error *err);
 KIPP_API void kipp_session_destroy(kipp_session *session);
 KIPP_API uint32_t kipp_session_length(const kipp_session *session);
 KIPP_API uint32_t kipp_session_capacity(const kipp_session *session);
 KIPP_API void kipp_session_reset(kipp_session *session);
 KIPP_API int kipp_session_truncate(kipp_session *session, uint32_t length,
-                          kipp_error *err);
+                                   kipp_error *err);
 
 /* One eval item appends n_tokens at the session's current length and writes
  * logits for its last n_logits positions (0 <= n_logits <= n_tokens) into
@@ -214,7 +214,7 @@ typedef struct kipp_eval_item {
 } kipp_eval_item;
 
 KIPP_API int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items,
-              kipp_error *err);
+                       kipp_error *err);
 
 /* ---- sampling ---------------------------------------------------------- */
 
@@ -243,7 +243,7 @@ KIPP_API kipp_sampling kipp_sampling_default(void);
 
 typedef struct kipp_sampler kipp_sampler;
 KIPP_API int kipp_sampler_create(const kipp_sampling *params, kipp_sampler **out,
-                        kipp_error *err);
+                                 kipp_error *err);
 KIPP_API void kipp_sampler_destroy(kipp_sampler *s);
 /* Records an accepted token into the penalty window (prompt tokens too). */
 KIPP_API void kipp_sampler_accept(kipp_sampler *s, int32_t token);
@@ -271,8 +271,8 @@ typedef struct kipp_chat_message {
  * Base entries and variants without a native renderer give
  * KIPP_E_UNSUPPORTED. *text is malloc'd and NUL-terminated; free() it. */
 KIPP_API int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
-                     size_t n_messages, bool add_generation_prompt, bool enable_thinking,
-                     char **text, size_t *length, kipp_error *err);
+                              size_t n_messages, bool add_generation_prompt, bool enable_thinking,
+                              char **text, size_t *length, kipp_error *err);
 
 /* ---- inspection (`kipp info`) ----------------------------------------- */
 
@@ -300,7 +300,7 @@ KIPP_API size_t kipp_inspect_metadata_count(const kipp_inspect *ins);
  * key, type ("u32", "string", "string[151936]") and value; strings are
  * quoted and escaped, arrays summarised as their first few elements. */
 KIPP_API int kipp_inspect_metadata(const kipp_inspect *ins, size_t i, char *key, size_t key_cap,
-                          char *type, size_t type_cap, char *value, size_t value_cap);
+                                   char *type, size_t type_cap, char *value, size_t value_cap);
 KIPP_API size_t kipp_inspect_tensor_count(const kipp_inspect *ins);
 KIPP_API int kipp_inspect_tensor(const kipp_inspect *ins, size_t i, kipp_tensor_info *out);
 
