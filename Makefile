@@ -1,12 +1,14 @@
-# Kipp build. `make` builds build/kipp; `make test` builds the fixtures and
-# runs every test; see README.md for the other targets.
+# Kipp build. `make` builds build/kipp, build/libkipp.a and build/libkipp.so;
+# `make test` builds the fixtures and runs every test; `make install
+# PREFIX=... [DESTDIR=...]` installs; see README.md for the other targets.
 #
-# Layout: src/core, src/convert, src/ref, src/cpu form the engine library
-# (linked as objects, not an archive, so every module is always present)
-# (libc, libm, pthreads only); src/cli is the `kipp` binary. Files are found by
-# wildcard, so adding a .c file needs no Makefile change. Per-ISA kernel files
-# get their ISA flags here and nowhere else; the oracle (src/ref) never gets
-# ISA flags or -ffast-math.
+# Layout: src/core, src/ref, src/cpu and src/backends.c form the engine
+# library libkipp (libc, libm, pthreads only; its API is include/kipp.h).
+# src/convert (the converter and `kipp synth`, tooling) is not part of the
+# library: it is linked into the `kipp` binary (src/cli, src/server) and the
+# tests only. Files are found by wildcard, so adding a .c file needs no
+# Makefile change. Per-ISA kernel files get their ISA flags here and nowhere
+# else; the oracle (src/ref) never gets ISA flags or -ffast-math.
 
 CC      ?= cc
 BUILD   ?= build
@@ -24,14 +26,38 @@ ifeq ($(SAN),thread)
   SANFLAGS = -fsanitize=thread
 endif
 
-LIB_SRCS  := $(sort $(wildcard src/core/*.c src/convert/*.c src/ref/*.c src/cpu/*.c))
+LIB_SRCS  := $(sort $(wildcard src/core/*.c src/ref/*.c src/cpu/*.c)) src/backends.c
+TOOL_SRCS := $(sort $(wildcard src/convert/*.c))
 CLI_SRCS  := $(sort $(wildcard src/cli/*.c src/server/*.c))
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
-DEPS      := $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
+DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
+
+# Library objects are position-independent (one object set serves the
+# binary, libkipp.a and libkipp.so: with hidden visibility -fPIC generates
+# the same kernel code as the compiler's default -fPIE, see docs/API.md)
+# and export nothing but what include/kipp.h marks KIPP_API.
+$(LIB_OBJS): LIB_FLAGS = -fPIC -fvisibility=hidden
+
+# The version lives in include/kipp.h alone; the soname carries the major.
+VERSION       := $(shell sed -n 's/^\#define KIPP_VERSION_STRING "\(.*\)"/\1/p' include/kipp.h)
+VERSION_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME        := libkipp.so.$(VERSION_MAJOR)
+SHARED_LIB    := $(BUILD)/libkipp.so.$(VERSION)
+# A sanitized shared object leaves the sanitizer runtime to the executable,
+# so only a plain build can insist on no undefined symbols.
+SHARED_LDFLAGS = -shared -Wl,-soname,$(SONAME) $(if $(SAN),,-Wl,--no-undefined)
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR      = $(PREFIX)/bin
+LIBDIR      = $(PREFIX)/lib
+INCLUDEDIR  = $(PREFIX)/include
+PKGCONFIGDIR = $(LIBDIR)/pkgconfig
 
 # Run-time-dispatched SIMD kernels: each tier's file alone gets its flags.
 # Off x86-64 those files compile to nothing and get no flags.
@@ -41,25 +67,36 @@ $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 endif
 
-.PHONY: all test test-sanitize test-tsan test-full demo clean fixtures tokenizer \
-        fuzz-gguf fuzz-json fuzz-tokenizer lint bench
+.PHONY: all lib install uninstall test test-sanitize test-tsan test-full demo clean fixtures \
+        tokenizer fuzz-gguf fuzz-json fuzz-tokenizer lint bench
 
-all: $(BUILD)/kipp
+all: $(BUILD)/kipp lib
 
-$(BUILD)/kipp: $(CLI_OBJS) $(LIB_OBJS)
-	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_OBJS) $(LDLIBS_ALL)
+lib: $(BUILD)/libkipp.a $(BUILD)/libkipp.so
+
+$(BUILD)/kipp: $(CLI_OBJS) $(TOOL_OBJS) $(LIB_OBJS)
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(TOOL_OBJS) $(LIB_OBJS) $(LDLIBS_ALL)
 
 $(BUILD)/libkipp.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(SHARED_LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SHARED_LDFLAGS) -o $@ $(LIB_OBJS) $(LDLIBS_ALL)
+
+# libkipp.so -> libkipp.so.MAJOR (the soname) -> libkipp.so.MAJOR.MINOR.PATCH
+$(BUILD)/libkipp.so: $(SHARED_LIB)
+	ln -sf $(notdir $(SHARED_LIB)) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ISA_FLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS)
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS) $(TOOL_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(TOOL_OBJS) $(LDLIBS_ALL)
 
 # The HTTP parser knows nothing of the engine; its test links it alone.
 $(BUILD)/tests/test_http: tests/unit/test_http.c tests/unit/test_util.h $(BUILD)/obj/src/server/http.o
@@ -75,6 +112,30 @@ $(BUILD)/tests/test_chat_output: tests/unit/test_chat_output.c tests/unit/test_u
 	    $(LIB_OBJS) $(LDLIBS_ALL)
 
 -include $(DEPS)
+
+# ---- install -------------------------------------------------------------
+
+# kipp.pc is written at install time: it records PREFIX, not DESTDIR (a
+# staged install is moved to PREFIX before anyone reads it).
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+	           $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(BUILD)/kipp $(DESTDIR)$(BINDIR)/kipp
+	install -m 644 $(BUILD)/libkipp.a $(DESTDIR)$(LIBDIR)/libkipp.a
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/$(notdir $(SHARED_LIB))
+	ln -sf $(notdir $(SHARED_LIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libkipp.so
+	install -m 644 include/kipp.h $(DESTDIR)$(INCLUDEDIR)/kipp.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    kipp.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/kipp.pc
+
+# Removes exactly what install wrote (directories are left: they may be shared).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/kipp $(DESTDIR)$(LIBDIR)/libkipp.a \
+	      $(DESTDIR)$(LIBDIR)/libkipp.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	      $(DESTDIR)$(LIBDIR)/$(notdir $(SHARED_LIB)) $(DESTDIR)$(INCLUDEDIR)/kipp.h \
+	      $(DESTDIR)$(PKGCONFIGDIR)/kipp.pc
 
 # ---- fixtures: tokenizer files and synthetic checkpoints --------------------
 
@@ -109,8 +170,13 @@ fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-i
 
 # ---- tests -------------------------------------------------------------
 
+# test_install.sh builds an example against the installed library: it
+# needs this build's compiler and sanitizer flags to link it.
+TEST_ENV = BUILD=$(BUILD) KIPP_TEST_CC='$(CC)' KIPP_TEST_SAN='$(SAN)' \
+           KIPP_TEST_SANFLAGS='$(SANFLAGS)'
+
 test: all fixtures $(TEST_BINS)
-	BUILD=$(BUILD) sh tests/run.sh
+	$(TEST_ENV) sh tests/run.sh
 
 test-sanitize:
 	$(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
@@ -120,7 +186,7 @@ test-tsan:
 
 test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf \
            $(foreach q,q8_0 affine4_gs32 scale4_gs32,$(MODELS)/synthetic-0.6b.$(q).gguf)
-	BUILD=$(BUILD) KIPP_TEST_FULL=1 sh tests/run.sh
+	$(TEST_ENV) KIPP_TEST_FULL=1 sh tests/run.sh
 
 # ---- fuzzing (clang libFuzzer; bounded time) ----------------------------
 
@@ -128,10 +194,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS = $(CSTD) -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined
 # The fuzzed parsers (gguf, artifact, tokenizer) live in src/core; the CPU
 # backend's dispatch needs the per-ISA kernel files and their flags, so the
-# fuzz builds link the core alone (backends are weak references there).
-FUZZ_LIB_SRCS = $(sort $(wildcard src/core/*.c))
+# fuzz builds link the core alone with an empty backend table
+# (tests/fuzz/backends_none.c stands in for src/backends.c).
+FUZZ_LIB_SRCS = $(sort $(wildcard src/core/*.c)) tests/fuzz/backends_none.c
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRCS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -lm -pthread
 

@@ -91,8 +91,8 @@ console.error(`corpus: ${(corpusBytes / 1e6).toFixed(2)} MB (` +
 // ---- kipp -----------------------------------------------------------------------
 const CC = process.env.CC || "cc";
 const benchBin = `${OUTDIR}/tokenizer_bench`;
-// Linked as objects, not libkipp.a, so the strong definitions override the
-// weak placeholders (as the Makefile does).
+// Linked from the build's objects (as the Makefile links the tests), so the
+// bench needs no library build of its own.
 const libObjs = walk(`${BUILD}/obj/src`, (p) => p.endsWith(".o") && !p.includes(`${path.sep}cli${path.sep}`));
 execFileSync(CC, ["-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Iinclude", "-Isrc",
   "bench/tokenizer_bench.c", ...libObjs, "-lm", "-pthread", "-o", benchBin], { stdio: "inherit" });

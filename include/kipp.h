@@ -1,9 +1,11 @@
-/* Kipp public API.
+/* Kipp public API (libkipp; docs/API.md has the lifecycle, threading and
+ * ABI rules, and an example).
  *
  * Opaque model and session handles. Every call that can fail returns an int
  * status (KIPP_OK == 0) and fills a caller-provided kipp_error; the library
- * never exits the process. A model owns the read-only mapping of one GGUF
- * artifact and exactly one backend, chosen explicitly. Sessions are
+ * never exits the process and reads no environment variable: every knob is
+ * an argument or an options field. A model owns the read-only mapping of
+ * one GGUF artifact and exactly one backend, chosen explicitly. Sessions are
  * independent timelines (KV cache + length) and must be destroyed before
  * their model. A session is not safe to mutate from two threads at once. */
 #ifndef KIPP_H
@@ -16,6 +18,34 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The library is compiled with -fvisibility=hidden: only declarations
+ * marked KIPP_API are exported from libkipp.so. A host may predefine
+ * KIPP_API (e.g. empty) before including this header. */
+#ifndef KIPP_API
+#if defined(__GNUC__) || defined(__clang__)
+#define KIPP_API __attribute__((visibility("default")))
+#else
+#define KIPP_API
+#endif
+#endif
+
+/* ---- version ----------------------------------------------------------- */
+
+/* The soname carries the major version (libkipp.so.0). Within one major
+ * version a minor release only adds (functions, enum values at the end,
+ * macros); see docs/API.md for the full rule. */
+#define KIPP_VERSION_MAJOR 0
+#define KIPP_VERSION_MINOR 1
+#define KIPP_VERSION_PATCH 0
+#define KIPP_VERSION_STRING "0.1.0"
+/* One comparable number: 10000 * major + 100 * minor + patch. */
+#define KIPP_VERSION                                                         \
+    (KIPP_VERSION_MAJOR * 10000 + KIPP_VERSION_MINOR * 100 + KIPP_VERSION_PATCH)
+
+/* The version of the library actually linked ("0.1.0"), which may differ
+ * from KIPP_VERSION_STRING of the header a program was compiled against. */
+KIPP_API const char *kipp_version(void);
 
 /* ---- errors --------------------------------------------------------- */
 
@@ -45,7 +75,6 @@ typedef struct kipp_error {
 #define KIPP_VOCAB_SIZE 151936
 #define KIPP_RMS_EPS 1e-6f
 #define KIPP_MAX_STOPS 4
-#define KIPP_VERSION_STRING "0.1.0"
 
 typedef enum kipp_variant {
     KIPP_VARIANT_BASE,
@@ -72,12 +101,12 @@ typedef struct kipp_checkpoint {
     bool synthetic;      /* random weights made by `kipp synth` */
 } kipp_checkpoint;
 
-size_t kipp_registry_count(void);
-const kipp_checkpoint *kipp_registry_at(size_t index);
-const kipp_checkpoint *kipp_registry_find_id(const char *id);
-const kipp_checkpoint *kipp_registry_find_source(const char *repository,
-                                                 const char *revision);
-const char *kipp_variant_name(kipp_variant v);
+KIPP_API size_t kipp_registry_count(void);
+KIPP_API const kipp_checkpoint *kipp_registry_at(size_t index);
+KIPP_API const kipp_checkpoint *kipp_registry_find_id(const char *id);
+KIPP_API const kipp_checkpoint *kipp_registry_find_source(const char *repository,
+                                                          const char *revision);
+KIPP_API const char *kipp_variant_name(kipp_variant v);
 
 /* ---- models ----------------------------------------------------------- */
 
@@ -91,43 +120,64 @@ typedef enum kipp_backend_kind {
     KIPP_BACKEND_CUDA,
 } kipp_backend_kind;
 
+/* Kernel tier of the cpu backend. AUTO (the default) picks the best tier the
+ * processor and OS support: avx512 (with AVX512-BF16), else avx2 (with FMA
+ * and F16C), else generic. Asking for a tier this processor cannot run
+ * fails kipp_model_open with KIPP_E_BACKEND, never falls back silently.
+ * Off x86-64 only AUTO and GENERIC exist. */
+typedef enum kipp_cpu_isa {
+    KIPP_CPU_ISA_AUTO = 0,
+    KIPP_CPU_ISA_GENERIC, /* portable scalar C: the kernels' reference */
+    KIPP_CPU_ISA_AVX2,
+    KIPP_CPU_ISA_AVX512,
+} kipp_cpu_isa;
+
+/* "auto", "generic", "avx2", "avx512" (NULL for values out of range). */
+KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
+/* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.
+ * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */
+KIPP_API int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err);
+
+/* Zero-initialise and set what you need: every field's zero is its
+ * documented default (a NULL options pointer means all defaults). */
 typedef struct kipp_model_options {
-    kipp_backend_kind backend;
-    int threads; /* cpu backend; 0 = online cores */
+    kipp_backend_kind backend; /* default KIPP_BACKEND_NONE: no eval */
+    int threads;               /* cpu backend; 0 = online cores */
+    kipp_cpu_isa cpu_isa;      /* cpu backend kernel tier; 0 = AUTO */
 } kipp_model_options;
 
-int kipp_model_open(const char *path, const kipp_model_options *options,
-                    kipp_model **out, kipp_error *err);
-void kipp_model_close(kipp_model *model);
-const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *model);
-const char *kipp_model_quant_scheme(const kipp_model *model);
-const char *kipp_backend_name(kipp_backend_kind kind);
+KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,
+                             kipp_model **out, kipp_error *err);
+KIPP_API void kipp_model_close(kipp_model *model);
+KIPP_API const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *model);
+KIPP_API const char *kipp_model_quant_scheme(const kipp_model *model);
+KIPP_API const char *kipp_backend_name(kipp_backend_kind kind);
 /* NULL for base entries. */
-const char *kipp_model_chat_template(const kipp_model *model);
+KIPP_API const char *kipp_model_chat_template(const kipp_model *model);
 
 /* ---- tokenizer -------------------------------------------------------- */
 
 /* Encode UTF-8 text to token ids (no BOS, added tokens recognised).
  * *ids is malloc'd; free() it. Invalid UTF-8: see docs/ARCHITECTURE.md. */
-int kipp_tokenize(const kipp_model *model, const char *text, size_t length,
-                  int32_t **ids, size_t *n_ids, kipp_error *err);
+KIPP_API int kipp_tokenize(const kipp_model *model, const char *text, size_t length,
+                           int32_t **ids, size_t *n_ids, kipp_error *err);
 /* Decode ids to bytes (byte-exact; may be invalid UTF-8 mid-sequence).
  * *text is malloc'd and NUL-terminated; free() it. */
-int kipp_detokenize(const kipp_model *model, const int32_t *ids, size_t n_ids,
-                    char **text, size_t *length, kipp_error *err);
+KIPP_API int kipp_detokenize(const kipp_model *model, const int32_t *ids, size_t n_ids,
+                             char **text, size_t *length, kipp_error *err);
 
 /* Streaming decoder: holds back incomplete UTF-8 sequences. */
 typedef struct kipp_detok_stream kipp_detok_stream;
-int kipp_detok_stream_create(const kipp_model *model, kipp_detok_stream **out,
-                             kipp_error *err);
+KIPP_API int kipp_detok_stream_create(const kipp_model *model, kipp_detok_stream **out,
+                                      kipp_error *err);
 /* Appends complete UTF-8 produced by `id` to out (up to out_cap bytes,
  * returns bytes written in *out_len). */
-int kipp_detok_stream_push(kipp_detok_stream *s, int32_t id, char *out,
-                           size_t out_cap, size_t *out_len, kipp_error *err);
+KIPP_API int kipp_detok_stream_push(kipp_detok_stream *s, int32_t id, char *out,
+                                    size_t out_cap, size_t *out_len, kipp_error *err);
 /* Flush whatever is held (incomplete bytes are emitted as U+FFFD). */
-int kipp_detok_stream_flush(kipp_detok_stream *s, char *out, size_t out_cap,
-                            size_t *out_len);
-void kipp_detok_stream_destroy(kipp_detok_stream *s);
+KIPP_API int kipp_detok_stream_flush(kipp_detok_stream *s, char *out, size_t out_cap,
+                                     size_t *out_len);
+KIPP_API void kipp_detok_stream_destroy(kipp_detok_stream *s);
 
 /* ---- sessions and evaluation ----------------------------------------- */
 
@@ -141,14 +191,14 @@ typedef struct kipp_session_options {
     kipp_kv_quant kv_quant;
 } kipp_session_options;
 
-int kipp_session_create(kipp_model *model, const kipp_session_options *options,
-                        kipp_session **out, kipp_error *err);
-void kipp_session_destroy(kipp_session *session);
-uint32_t kipp_session_length(const kipp_session *session);
-uint32_t kipp_session_capacity(const kipp_session *session);
-void kipp_session_reset(kipp_session *session);
-int kipp_session_truncate(kipp_session *session, uint32_t length,
-                          kipp_error *err);
+KIPP_API int kipp_session_create(kipp_model *model, const kipp_session_options *options,
+                                 kipp_session **out, kipp_error *err);
+KIPP_API void kipp_session_destroy(kipp_session *session);
+KIPP_API uint32_t kipp_session_length(const kipp_session *session);
+KIPP_API uint32_t kipp_session_capacity(const kipp_session *session);
+KIPP_API void kipp_session_reset(kipp_session *session);
+KIPP_API int kipp_session_truncate(kipp_session *session, uint32_t length,
+                                   kipp_error *err);
 
 /* One eval item appends n_tokens at the session's current length and writes
  * logits for its last n_logits positions (0 <= n_logits <= n_tokens) into
@@ -163,8 +213,8 @@ typedef struct kipp_eval_item {
     float *logits;
 } kipp_eval_item;
 
-int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items,
-              kipp_error *err);
+KIPP_API int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items,
+                       kipp_error *err);
 
 /* ---- sampling ---------------------------------------------------------- */
 
@@ -189,19 +239,19 @@ typedef struct kipp_sampling {
 } kipp_sampling;
 
 /* Defaults: greedy, every filter off. */
-kipp_sampling kipp_sampling_default(void);
+KIPP_API kipp_sampling kipp_sampling_default(void);
 
 typedef struct kipp_sampler kipp_sampler;
-int kipp_sampler_create(const kipp_sampling *params, kipp_sampler **out,
-                        kipp_error *err);
-void kipp_sampler_destroy(kipp_sampler *s);
+KIPP_API int kipp_sampler_create(const kipp_sampling *params, kipp_sampler **out,
+                                 kipp_error *err);
+KIPP_API void kipp_sampler_destroy(kipp_sampler *s);
 /* Records an accepted token into the penalty window. The caller decides
  * whether prompt tokens count: `kipp generate` feeds them (llama.cpp
  * style), the server does not (OpenAI counts the completion only). */
-void kipp_sampler_accept(kipp_sampler *s, int32_t token);
+KIPP_API void kipp_sampler_accept(kipp_sampler *s, int32_t token);
 /* Picks one token from logits[KIPP_VOCAB_SIZE]; logits are used as scratch
  * and may be modified. */
-int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
+KIPP_API int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 
 /* ---- constrained decoding ------------------------------------------------ */
 
@@ -218,19 +268,19 @@ int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
 typedef struct kipp_grammar kipp_grammar;
 typedef struct kipp_grammar_state kipp_grammar_state;
 
-int kipp_grammar_from_json_schema(const kipp_model *model, const char *schema, size_t length,
-                                  kipp_grammar **out, kipp_error *err);
-void kipp_grammar_destroy(kipp_grammar *g);
-int kipp_grammar_state_create(kipp_grammar *g, kipp_grammar_state **out, kipp_error *err);
-void kipp_grammar_state_destroy(kipp_grammar_state *s);
+KIPP_API int kipp_grammar_from_json_schema(const kipp_model *model, const char *schema, size_t length,
+                                           kipp_grammar **out, kipp_error *err);
+KIPP_API void kipp_grammar_destroy(kipp_grammar *g);
+KIPP_API int kipp_grammar_state_create(kipp_grammar *g, kipp_grammar_state **out, kipp_error *err);
+KIPP_API void kipp_grammar_state_destroy(kipp_grammar_state *s);
 /* Masks logits[KIPP_VOCAB_SIZE] in place; returns the number of allowed
  * tokens (never 0: a state always has a continuation or is complete). */
-size_t kipp_grammar_mask(kipp_grammar_state *s, float *logits);
-bool kipp_grammar_allows(kipp_grammar_state *s, int32_t token);
+KIPP_API size_t kipp_grammar_mask(kipp_grammar_state *s, float *logits);
+KIPP_API bool kipp_grammar_allows(kipp_grammar_state *s, int32_t token);
 /* Advances by token; KIPP_E_ARGUMENT (state unchanged) when it is not allowed. */
-int kipp_grammar_accept(kipp_grammar_state *s, int32_t token, kipp_error *err);
+KIPP_API int kipp_grammar_accept(kipp_grammar_state *s, int32_t token, kipp_error *err);
 /* The bytes so far form a complete document. */
-bool kipp_grammar_complete(const kipp_grammar_state *s);
+KIPP_API bool kipp_grammar_complete(const kipp_grammar_state *s);
 
 /* ---- chat rendering ----------------------------------------------------- */
 
@@ -264,9 +314,9 @@ typedef struct kipp_chat_message {
  * then also appends the empty think block. Base entries and variants
  * without a native renderer give KIPP_E_UNSUPPORTED. *text is malloc'd and
  * NUL-terminated; free() it. */
-int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
-                     size_t n_messages, bool add_generation_prompt, bool enable_thinking,
-                     char **text, size_t *length, kipp_error *err);
+KIPP_API int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
+                              size_t n_messages, bool add_generation_prompt, bool enable_thinking,
+                              char **text, size_t *length, kipp_error *err);
 
 /* The same with function definitions offered to the model: tools[i] is
  * the i-th tool object exactly as the template's `tojson` prints it
@@ -276,10 +326,10 @@ typedef struct kipp_chat_tool {
     size_t length;
 } kipp_chat_tool;
 
-int kipp_chat_render_tools(const kipp_model *model, const kipp_chat_message *messages,
-                           size_t n_messages, const kipp_chat_tool *tools, size_t n_tools,
-                           bool add_generation_prompt, bool enable_thinking, char **text,
-                           size_t *length, kipp_error *err);
+KIPP_API int kipp_chat_render_tools(const kipp_model *model, const kipp_chat_message *messages,
+                                    size_t n_messages, const kipp_chat_tool *tools, size_t n_tools,
+                                    bool add_generation_prompt, bool enable_thinking, char **text,
+                                    size_t *length, kipp_error *err);
 
 /* ---- inspection (`kipp info`) ----------------------------------------- */
 
@@ -296,20 +346,20 @@ typedef struct kipp_tensor_info {
     uint64_t nbytes;
 } kipp_tensor_info;
 
-int kipp_inspect_open(const char *path, kipp_inspect **out, kipp_error *err);
-void kipp_inspect_close(kipp_inspect *ins);
-const kipp_checkpoint *kipp_inspect_checkpoint(const kipp_inspect *ins);
-const char *kipp_inspect_quant_scheme(const kipp_inspect *ins);
-uint64_t kipp_inspect_file_size(const kipp_inspect *ins);
-uint64_t kipp_inspect_data_offset(const kipp_inspect *ins);
-size_t kipp_inspect_metadata_count(const kipp_inspect *ins);
+KIPP_API int kipp_inspect_open(const char *path, kipp_inspect **out, kipp_error *err);
+KIPP_API void kipp_inspect_close(kipp_inspect *ins);
+KIPP_API const kipp_checkpoint *kipp_inspect_checkpoint(const kipp_inspect *ins);
+KIPP_API const char *kipp_inspect_quant_scheme(const kipp_inspect *ins);
+KIPP_API uint64_t kipp_inspect_file_size(const kipp_inspect *ins);
+KIPP_API uint64_t kipp_inspect_data_offset(const kipp_inspect *ins);
+KIPP_API size_t kipp_inspect_metadata_count(const kipp_inspect *ins);
 /* Metadata entry i as text (each NUL-terminated, truncated to its cap):
  * key, type ("u32", "string", "string[151936]") and value; strings are
  * quoted and escaped, arrays summarised as their first few elements. */
-int kipp_inspect_metadata(const kipp_inspect *ins, size_t i, char *key, size_t key_cap,
-                          char *type, size_t type_cap, char *value, size_t value_cap);
-size_t kipp_inspect_tensor_count(const kipp_inspect *ins);
-int kipp_inspect_tensor(const kipp_inspect *ins, size_t i, kipp_tensor_info *out);
+KIPP_API int kipp_inspect_metadata(const kipp_inspect *ins, size_t i, char *key, size_t key_cap,
+                                   char *type, size_t type_cap, char *value, size_t value_cap);
+KIPP_API size_t kipp_inspect_tensor_count(const kipp_inspect *ins);
+KIPP_API int kipp_inspect_tensor(const kipp_inspect *ins, size_t i, kipp_tensor_info *out);
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,12 @@ typedef struct kipp_backend_ops {
     bool kv_q8_0;
 } kipp_backend_ops;
 
+/* Each backend's table, defined in its own directory; only src/backends.c
+ * (and tests that drive one backend directly) name them. */
 extern const kipp_backend_ops kipp_backend_ref;
 extern const kipp_backend_ops kipp_backend_cpu;
+
+/* The compiled-in backend of that kind, or NULL (src/backends.c). */
+const kipp_backend_ops *kipp_backend_find(kipp_backend_kind kind);
 
 #endif

@@ -1,6 +1,7 @@
 #include "cli/cli_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool cli_parse_backend(const char *command, const char *value, kipp_backend_kind *out) {
@@ -18,6 +19,17 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
     else if (!strcmp(value, "q8_0")) *out = KIPP_KV_Q8_0;
     else {
         fprintf(stderr, "kipp %s: unknown --kv-quant '%s' (bf16, q8_0)\n", command, value);
+        return false;
+    }
+    return true;
+}
+
+bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options) {
+    const char *v = getenv("KIPP_CPU_ISA");
+    if (!v || !*v) return true;
+    kipp_error err = {0};
+    if (kipp_cpu_isa_parse(v, &options->cpu_isa, &err)) {
+        fprintf(stderr, "kipp %s: KIPP_CPU_ISA: %s\n", command, err.message);
         return false;
     }
     return true;

@@ -146,6 +146,7 @@ int cmd_bench(int argc, char **argv) {
     kipp_error err = {0};
     kipp_model *m = NULL;
     kipp_model_options mo = {.backend = backend, .threads = threads};
+    if (!cli_cpu_isa_from_env("bench", &mo)) return 2;
     if (kipp_model_open(path, &mo, &m, &err)) {
         fprintf(stderr, "kipp bench: %s\n", err.message);
         return 1;
@@ -196,14 +197,14 @@ int cmd_bench(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     double rss_mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
     double p_med = median(pre_tps, reps), d_med = n_decode ? median(dec_tps, reps) : 0.0;
-    const char *isa = getenv("KIPP_CPU_ISA");
+    const char *isa = kipp_cpu_isa_name(mo.cpu_isa); /* "auto" unless forced */
     if (json) {
         printf("{\"backend\":\"%s\",\"model\":\"%s\",\"checkpoint\":\"%s\",\"quant\":\"%s\","
                "\"isa\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
                "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"peak_rss_mib\":%.1f,\"prefill_tps_runs\":[",
                kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
-               isa && *isa ? isa : "auto", threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               isa, threads, n_prompt, n_decode, n_prompt, reps, p_med,
                d_med, rss_mib);
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
@@ -213,7 +214,7 @@ int cmd_bench(int argc, char **argv) {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
         printf("backend    %s, %d threads, kernels %s\n", kipp_backend_name(backend), threads,
-               isa && *isa ? isa : "auto");
+               isa);
         printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
         if (n_decode)
             printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",

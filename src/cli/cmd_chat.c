@@ -280,6 +280,7 @@ int cmd_chat(int argc, char **argv) {
         return 2;
     }
     kipp_sampler_destroy(probe);
+    if (!cli_cpu_isa_from_env("chat", &mo)) return 2;
     if (kipp_model_open(path, &mo, &c.model, &c.err)) {
         fprintf(stderr, "kipp chat: cannot open %s with the %s backend: %s\n", path,
                 kipp_backend_name(mo.backend), c.err.message);

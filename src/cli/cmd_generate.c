@@ -425,6 +425,7 @@ int cmd_generate(int argc, char **argv) {
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
     kipp_model_options mo = {.backend = o.backend};
+    if (!cli_cpu_isa_from_env("generate", &mo)) return 2;
     if (kipp_model_open(o.model, &mo, &r.model, &r.err)) {
         fprintf(stderr, "kipp generate: %s\n", r.err.message);
         return 1;

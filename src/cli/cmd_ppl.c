@@ -225,6 +225,7 @@ int cmd_ppl(int argc, char **argv) {
     float *logits = NULL;
 
     kipp_model_options mo = {.backend = o.backend, .threads = (int)o.threads};
+    if (!cli_cpu_isa_from_env("ppl", &mo)) return 2;
     if (kipp_model_open(o.model, &mo, &model, &err)) {
         fprintf(stderr, "kipp ppl: %s\n", err.message);
         return 1;

@@ -130,6 +130,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kipp serve: -m FILE is required (see --help)\n");
         return 2;
     }
+    if (!cli_cpu_isa_from_env("serve", &mo)) return 2;
     kipp_error err = {0};
     kipp_model *model = NULL;
     if (kipp_model_open(model_path, &mo, &model, &err)) {

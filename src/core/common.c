@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+const char *kipp_version(void) { return KIPP_VERSION_STRING; }
+
 int kipp_fail(kipp_error *err, int code, const char *fmt, ...) {
     if (err) {
         va_list ap;

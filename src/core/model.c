@@ -1,15 +1,14 @@
 /* Model lifecycle: open = strict artifact load + tokenizer + the one backend
- * the caller asked for. No silent fallback: an unavailable backend fails. */
+ * the caller asked for. No silent fallback: an unavailable backend fails.
+ *
+ * Core knows no backend by name: src/backends.c (above core) owns the table
+ * of compiled-in backends and passes the chosen ops table down through
+ * kipp_model_open_with. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/common.h"
 #include "core/model_internal.h"
-
-/* Weak references: the fuzz targets link src/core alone (no backends), and
- * a build without a backend then says so at run time instead of failing to
- * link. The kipp binary and the tests always link every backend. */
-extern const kipp_backend_ops kipp_backend_ref __attribute__((weak));
-extern const kipp_backend_ops kipp_backend_cpu __attribute__((weak));
 
 const char *kipp_backend_name(kipp_backend_kind kind) {
     switch (kind) {
@@ -21,16 +20,32 @@ const char *kipp_backend_name(kipp_backend_kind kind) {
     return "unknown";
 }
 
-static const kipp_backend_ops *backend_ops(kipp_backend_kind kind) {
-    switch (kind) {
-    case KIPP_BACKEND_REF: return &kipp_backend_ref;
-    case KIPP_BACKEND_CPU: return &kipp_backend_cpu;
-    default: return NULL;
+const char *kipp_cpu_isa_name(kipp_cpu_isa isa) {
+    switch (isa) {
+    case KIPP_CPU_ISA_AUTO: return "auto";
+    case KIPP_CPU_ISA_GENERIC: return "generic";
+    case KIPP_CPU_ISA_AVX2: return "avx2";
+    case KIPP_CPU_ISA_AVX512: return "avx512";
     }
+    return NULL;
 }
 
-int kipp_model_open(const char *path, const kipp_model_options *options,
-                    kipp_model **out, kipp_error *err) {
+int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
+    if (!name || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_cpu_isa_parse: NULL argument");
+    static const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
+                                       KIPP_CPU_ISA_AVX512};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(name, kipp_cpu_isa_name(all[i])) == 0) {
+            *out = all[i];
+            return KIPP_OK;
+        }
+    }
+    return kipp_fail(err, KIPP_E_ARGUMENT,
+                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic)", name);
+}
+
+int kipp_model_open_with(const char *path, const kipp_model_options *options,
+                         const kipp_backend_ops *ops, kipp_model **out, kipp_error *err) {
     if (!path || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_model_open: NULL argument");
     *out = NULL;
     kipp_model_options defaults = {0};
@@ -46,8 +61,7 @@ int kipp_model_open(const char *path, const kipp_model_options *options,
     rc = kipp_tokenizer_create(&m->artifact, &m->tokenizer, err);
     if (rc) goto fail;
     if (options->backend != KIPP_BACKEND_NONE) {
-        const kipp_backend_ops *ops = backend_ops(options->backend);
-        if (!ops || !ops->name) {
+        if (!ops) {
             rc = kipp_fail(err, KIPP_E_BACKEND, "backend '%s' is not available in this build",
                            kipp_backend_name(options->backend));
             goto fail;

@@ -22,4 +22,12 @@ struct kipp_model {
 
 void kipp_vocab_index_free(struct kipp_vocab_index *v);
 
+/* kipp_model_open with the backend's ops table already chosen (NULL when
+ * the build has none for options->backend: the open then fails with
+ * KIPP_E_BACKEND after the artifact checks, as an unavailable backend must).
+ * The public kipp_model_open lives in src/backends.c, which owns the table;
+ * core never names a backend. */
+int kipp_model_open_with(const char *path, const kipp_model_options *options,
+                         const kipp_backend_ops *ops, kipp_model **out, kipp_error *err);
+
 #endif

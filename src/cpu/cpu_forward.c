@@ -133,7 +133,8 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     int rc = kipp_weights_check(c, w, "cpu", cpu_type_ok, KIPP_CPU_K_ALIGN, err);
     if (rc) return rc;
     char why[160] = "";
-    const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(why, sizeof why);
+    kipp_cpu_isa isa = options ? options->cpu_isa : KIPP_CPU_ISA_AUTO;
+    const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(isa, why, sizeof why);
     if (!kern) return kipp_fail(err, KIPP_E_BACKEND, "cpu backend: %s", why);
 
     int threads = options ? options->threads : 0;

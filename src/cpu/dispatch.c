@@ -1,7 +1,8 @@
 /* Kernel tier selection: the best tier the processor (and the OS, which
- * must save the wider registers) supports, or a lower one forced with
- * KIPP_CPU_ISA=avx512|avx2|generic. Asking for a tier the processor cannot
- * run is an error, never a silent fallback. */
+ * must save the wider registers) supports, or the one the caller forced
+ * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
+ * the library itself reads no environment). Asking for a tier the
+ * processor cannot run is an error, never a silent fallback. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,20 +56,19 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     return NULL;
 }
 
-const kipp_cpu_kernels *kipp_cpu_select_kernels(char *why, size_t why_size) {
-    const char *forced = getenv("KIPP_CPU_ISA");
-    if (forced && *forced) {
-        const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(forced);
-        if (!k)
-            snprintf(why, why_size,
-                     "KIPP_CPU_ISA=%s: %s", forced,
-                     strcmp(forced, "generic") && strcmp(forced, "avx2") &&
-                             strcmp(forced, "avx512")
-                         ? "unknown tier (use avx512, avx2 or generic)"
-                         : "this processor does not support that tier");
-        return k;
+const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size) {
+    if (isa == KIPP_CPU_ISA_AUTO) {
+        if (has_avx512()) return AVX512_TABLE;
+        if (has_avx2()) return AVX2_TABLE;
+        return &kipp_cpu_kernels_generic;
     }
-    if (has_avx512()) return AVX512_TABLE;
-    if (has_avx2()) return AVX2_TABLE;
-    return &kipp_cpu_kernels_generic;
+    const char *name = kipp_cpu_isa_name(isa);
+    if (!name) {
+        snprintf(why, why_size, "unknown kernel tier %d (use auto, avx512, avx2 or generic)",
+                 (int)isa);
+        return NULL;
+    }
+    const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(name);
+    if (!k) snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier", name);
+    return k;
 }

@@ -1,6 +1,6 @@
 /* The cpu backend's kernel table: one per instruction-set tier (generic C,
  * AVX2+FMA, AVX-512+BF16), chosen once at model creation from CPUID, or
- * forced lower with KIPP_CPU_ISA=avx512|avx2|generic.
+ * forced lower through kipp_model_options.cpu_isa (the CLI: KIPP_CPU_ISA).
  *
  * BATCH INVARIANCE. Every kernel computes each output element with an
  * instruction sequence fixed by the weight shape alone:
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/quant.h"
+#include "kipp.h"
 
 /* Every matmul K is a multiple of this (all family dimensions are). */
 #define KIPP_CPU_K_ALIGN 32
@@ -90,10 +91,10 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_generic;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;
 
-/* The tier to use: the best the processor supports, or a lower one forced
- * with KIPP_CPU_ISA. Returns NULL and writes a reason into why (why_size
- * bytes) when KIPP_CPU_ISA names an unknown or unsupported tier. */
-const kipp_cpu_kernels *kipp_cpu_select_kernels(char *why, size_t why_size);
+/* The tier to use: the best the processor supports (KIPP_CPU_ISA_AUTO), or
+ * the one asked for. Returns NULL and writes a reason into why (why_size
+ * bytes) when isa is unknown or this processor cannot run it. */
+const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size);
 /* Tier by name if this processor can run it, else NULL (tests). */
 const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name);
 

@@ -73,5 +73,21 @@ grep -q "capacity 9 reached" "$T/e" || bad "no capacity stop report: $(cat "$T/e
 "$KIPP" generate -m "$M" -p "Hello, world" -n 4 >"$T/out" 2>"$T/e" || bad "text prompt failed: $(cat "$T/e")"
 [ -s "$T/out" ] || bad "no text output"
 
+# KIPP_CPU_ISA picks the cpu kernel tier (the CLI maps it onto
+# kipp_model_options.cpu_isa; the library reads no environment). Tiers agree
+# on greedy tokens; a name that is no tier is a usage error (exit 2) in every
+# command that runs a model, before any work.
+KIPP_CPU_ISA=generic "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e" ||
+    bad "KIPP_CPU_ISA=generic failed: $(cat "$T/e")"
+[ "$(cat "$T/isa")" = "$(env -u KIPP_CPU_ISA "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids 2>/dev/null)" ] ||
+    bad "generic tier gave $(cat "$T/isa")"
+for cmd in "generate --tokens $P -n 1" bench serve chat; do
+    # shellcheck disable=SC2086 # $cmd is the subcommand and its arguments
+    KIPP_CPU_ISA=sse9 timeout 60 "$KIPP" $cmd -m "$M" >/dev/null 2>"$T/e" </dev/null
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "KIPP_CPU_ISA: unknown cpu kernel tier 'sse9'" "$T/e" ||
+        bad "kipp $cmd with KIPP_CPU_ISA=sse9: exit $rc, $(cat "$T/e")"
+done
+
 [ $fail -eq 0 ] && echo "test_generate: all checks passed"
 exit $fail

@@ -81,7 +81,7 @@ static inline int test_model_memory(const char *registry_id, test_model *out) {
     m->artifact.checkpoint = c;
     m->backend_kind = KIPP_BACKEND_REF;
     kipp_error err = {0};
-    kipp_model_options opts = {.backend = KIPP_BACKEND_REF};
+    kipp_model_options opts = test_model_options(KIPP_BACKEND_REF, 0, NULL);
     if (kipp_backend_ref.model_create(&m->artifact, &opts, &m->backend_state, &err)) {
         fprintf(stderr, "in-memory model: %s\n", err.message);
         return 1;
@@ -106,7 +106,7 @@ static inline int test_model_file(const char *name, test_model *out) {
     }
     fclose(f);
     kipp_error err = {0};
-    kipp_model_options opts = {.backend = KIPP_BACKEND_REF};
+    kipp_model_options opts = test_model_options(KIPP_BACKEND_REF, 0, NULL);
     if (kipp_model_open(path, &opts, &out->model, &err)) {
         fprintf(stderr, "cannot open fixture %s: %s\n", path, err.message);
         return 2;

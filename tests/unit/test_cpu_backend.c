@@ -1,5 +1,6 @@
 /* The cpu backend on the fixture models, for every kernel tier this
- * processor runs (forced with KIPP_CPU_ISA):
+ * processor runs (each forced through kipp_model_options.cpu_isa; this
+ * test walks the tiers itself whatever KIPP_CPU_ISA says):
  *
  *  Batch invariance, BITWISE (memcmp of the logits):
  *   - one-call prefill == ragged chunks == one token at a time, at every
@@ -38,8 +39,7 @@ static int32_t rand_token(void) {
 static char model_path[512];
 
 static kipp_model *open_model(kipp_backend_kind kind, const char *isa, int threads) {
-    if (isa) setenv("KIPP_CPU_ISA", isa, 1);
-    kipp_model_options o = {.backend = kind, .threads = threads};
+    kipp_model_options o = test_model_options(kind, threads, isa);
     kipp_model *m = NULL;
     kipp_error err = {0};
     if (kipp_model_open(model_path, &o, &m, &err)) {

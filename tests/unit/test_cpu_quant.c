@@ -1,5 +1,6 @@
 /* The cpu backend on quantized artifacts and on the Q8_0 KV cache (issue
- * 6), for every kernel tier this processor runs (forced with KIPP_CPU_ISA).
+ * 6), for every kernel tier this processor runs (each forced through
+ * kipp_model_options.cpu_isa, whatever KIPP_CPU_ISA says).
  * The same gates as test_cpu_backend.c, per variant:
  *
  *  Against the oracle (`ref`, same file, same KV format): identical argmax
@@ -39,8 +40,7 @@ static int32_t rand_token(void) {
 
 static kipp_model *open_model(const char *path, kipp_backend_kind kind, const char *isa,
                               int threads) {
-    if (isa) setenv("KIPP_CPU_ISA", isa, 1);
-    kipp_model_options o = {.backend = kind, .threads = threads};
+    kipp_model_options o = test_model_options(kind, threads, isa);
     kipp_model *m = NULL;
     kipp_error err = {0};
     if (kipp_model_open(path, &o, &m, &err)) {

@@ -190,7 +190,7 @@ static void check_backend_gate(void) {
     snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
     kipp_model *m = NULL;
     kipp_error err = {0};
-    kipp_model_options mo = {.backend = KIPP_BACKEND_CPU, .threads = 1};
+    kipp_model_options mo = test_model_options(KIPP_BACKEND_CPU, 1, NULL);
     if (kipp_model_open(path, &mo, &m, &err)) {
         fprintf(stderr, "note: cpu backend gate not checked: %s\n", err.message);
         return;

@@ -1,0 +1,89 @@
+/* The library-facing parts of include/kipp.h (issue 14): the version
+ * macros agree with kipp_version(); the kernel tier round-trips through its
+ * name; kipp_model_open reports an unknown tier and a backend missing from
+ * the table (src/backends.c) as KIPP_E_BACKEND after the artifact checks,
+ * and a zero-initialised options struct means the documented defaults. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kipp.h"
+#include "test_util.h"
+
+static void check_version(void) {
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", KIPP_VERSION_MAJOR, KIPP_VERSION_MINOR,
+             KIPP_VERSION_PATCH);
+    CHECKF(strcmp(want, KIPP_VERSION_STRING) == 0, "macros %s vs string %s", want,
+           KIPP_VERSION_STRING);
+    CHECKF(strcmp(kipp_version(), KIPP_VERSION_STRING) == 0, "kipp_version() = %s",
+           kipp_version());
+    CHECK(KIPP_VERSION ==
+          KIPP_VERSION_MAJOR * 10000 + KIPP_VERSION_MINOR * 100 + KIPP_VERSION_PATCH);
+}
+
+static void check_isa_names(void) {
+    const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
+                                KIPP_CPU_ISA_AVX512};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *name = kipp_cpu_isa_name(all[i]);
+        kipp_cpu_isa back = (kipp_cpu_isa)-1;
+        kipp_error err = {0};
+        CHECK(name != NULL);
+        CHECKF(name && kipp_cpu_isa_parse(name, &back, &err) == KIPP_OK && back == all[i],
+               "%s does not round-trip: %s", name ? name : "(null)", err.message);
+    }
+    CHECK(strcmp(kipp_cpu_isa_name(KIPP_CPU_ISA_AUTO), "auto") == 0);
+    CHECK(kipp_cpu_isa_name((kipp_cpu_isa)99) == NULL);
+    kipp_cpu_isa v = KIPP_CPU_ISA_AVX2;
+    kipp_error err = {0};
+    CHECK(kipp_cpu_isa_parse("sse2", &v, &err) == KIPP_E_ARGUMENT);
+    CHECKF(strstr(err.message, "'sse2'") != NULL, "message: %s", err.message);
+    CHECK(v == KIPP_CPU_ISA_AVX2); /* untouched on error */
+    CHECK(kipp_cpu_isa_parse(NULL, &v, NULL) == KIPP_E_ARGUMENT);
+    CHECK(kipp_cpu_isa_parse("", &v, NULL) == KIPP_E_ARGUMENT);
+}
+
+static void check_open(const char *path) {
+    kipp_model *m = NULL;
+    kipp_error err = {0};
+
+    /* NULL options = zero options = no backend: tokenizing works, eval not. */
+    CHECKF(kipp_model_open(path, NULL, &m, &err) == KIPP_OK, "%s", err.message);
+    kipp_session *s = NULL;
+    CHECK(m && kipp_session_create(m, NULL, &s, &err) == KIPP_E_ARGUMENT);
+    kipp_model_close(m);
+
+    /* A tier outside the enum: refused by the cpu backend, nothing leaks. */
+    kipp_model_options o = {.backend = KIPP_BACKEND_CPU, .threads = 1,
+                            .cpu_isa = (kipp_cpu_isa)99};
+    m = NULL;
+    CHECK(kipp_model_open(path, &o, &m, &err) == KIPP_E_BACKEND);
+    CHECKF(strstr(err.message, "unknown kernel tier 99") != NULL, "message: %s", err.message);
+    CHECK(m == NULL);
+
+    /* The portable tier runs everywhere. */
+    o.cpu_isa = KIPP_CPU_ISA_GENERIC;
+    CHECKF(kipp_model_open(path, &o, &m, &err) == KIPP_OK, "generic tier: %s", err.message);
+    kipp_model_close(m);
+
+    /* A kind with no row in the backend table. */
+    kipp_model_options cuda = {.backend = KIPP_BACKEND_CUDA};
+    m = NULL;
+    CHECK(kipp_model_open(path, &cuda, &m, &err) == KIPP_E_BACKEND);
+    CHECKF(strstr(err.message, "backend 'cuda' is not available in this build") != NULL,
+           "message: %s", err.message);
+    CHECK(m == NULL);
+
+    /* The artifact is checked first: a missing file is an I/O error even
+     * with a backend that does not exist. */
+    CHECK(kipp_model_open("/nonexistent.gguf", &cuda, &m, &err) == KIPP_E_IO);
+}
+
+int main(void) {
+    check_version();
+    check_isa_names();
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
+    check_open(path);
+    return test_finish("test_api");
+}
