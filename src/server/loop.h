@@ -20,6 +20,7 @@ typedef struct server_config {
     kipp_kv_quant kv_quant;
     size_t max_body_bytes;
     volatile sig_atomic_t *stop;
+    kipp_spec_options spec;  /* server-wide speculation (mode OFF = none) */
 } server_config;
 
 /* Returns 0 after a clean shutdown, non-zero if the server cannot start
