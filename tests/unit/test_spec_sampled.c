@@ -7,7 +7,7 @@
  * the kept drafts. The prompt is a de Bruijn sequence over S (every 3-gram
  * occurs), so prompt lookup always finds a match and drafts tokens of S.
  *
- * For each run, thousands of seeds generate the first three tokens; their
+ * For each run, 1,000 seeds (500 for the wrong rule) generate the first three tokens; their
  * joint histogram (64 cells) is compared with the exact joint distribution
  * p(t1) p(t2|t1) p(t3|t1,t2), computed from the model with
  * kipp_sampler_probs, by a chi-square goodness-of-fit test at a false-alarm
@@ -238,7 +238,6 @@ int main(void) {
     }
     fprintf(stderr, "p(t1) over S: %.3f %.3f %.3f %.3f\n", p1[0], p1[1], p1[2], p1[3]);
 
-    if (getenv("SPEC_PROBE_ONLY")) return test_finish("probe");
     run("plain sampling", KIPP_SPEC_OFF, KIPP_SPEC_RULE_EXACT, N_SEEDS, true);
     run("lookup", KIPP_SPEC_LOOKUP, KIPP_SPEC_RULE_EXACT, N_SEEDS, true);
     run("draft model", KIPP_SPEC_DRAFT, KIPP_SPEC_RULE_EXACT, N_SEEDS, true);
