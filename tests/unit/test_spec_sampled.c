@@ -7,8 +7,9 @@
  * the kept drafts. The prompt is a de Bruijn sequence over S (every 3-gram
  * occurs), so prompt lookup always finds a match and drafts tokens of S.
  *
- * For each run, 1,000 seeds (500 for the wrong rule) generate the first three tokens; their
- * joint histogram (64 cells) is compared with the exact joint distribution
+ * For each run, 1,000 seeds (500 for the wrong rule) generate the first
+ * three tokens, drafting K = 2 per step; their joint histogram (64 cells)
+ * is compared with the exact joint distribution
  * p(t1) p(t2|t1) p(t3|t1,t2), computed from the model with
  * kipp_sampler_probs, by a chi-square goodness-of-fit test at a false-alarm
  * rate of 0.1% per run (cells with expectation < 5 pooled; critical value
