@@ -7,7 +7,7 @@
 //
 //   node bench/bench_spec.mjs [-m build/models/synthetic-0.6b.gguf]
 //        [--draft build/models/synthetic-0.6b.scale4_gs32.gguf]
-//        [-n 96] [--rounds 2] [--server] [--quick]
+//        [-n 96] [--rounds 2] [--server | --server-only] [--quick]
 //
 // Cases: (a) prompt lookup on copy-heavy prompts (a passage, repeated),
 // (b) prompt lookup on ordinary prompts, gate on, (c) a 4-bit self-draft,
@@ -30,7 +30,8 @@ const quick = args.includes("--quick");
 const nGen = Number(opt("-n", quick ? "24" : "96"));
 const rounds = Number(opt("--rounds", quick ? "1" : "2"));
 const kipp = opt("--kipp", "build/kipp");
-const withServer = args.includes("--server");
+const withServer = args.includes("--server") || args.includes("--server-only");
+const serverOnly = args.includes("--server-only");
 
 const passage = "The committee reviewed the annual report on water quality in the northern " +
   "district. Samples from twelve wells showed nitrate levels below the national limit, " +
@@ -81,7 +82,7 @@ const record = {
   cases: [], runs: [],
 };
 
-for (const c of cases) {
+for (const c of serverOnly ? [] : cases) {
   let plainS = 0, specS = 0, plainTok = 0, specTok = 0, drafted = 0, accepted = 0, evals = 0;
   for (let r = 0; r < rounds; r++) {
     for (const p of c.prompts) {
@@ -108,16 +109,18 @@ for (const c of cases) {
 
 // (d) the server: N concurrent greedy requests, wall time, plain vs --spec lookup.
 async function serverCase(specArgs, concurrency) {
-  const srv = spawn(kipp, ["serve", "-m", model, "--port", "0", "--max-sessions", "4", ...specArgs],
+  const srv = spawn(kipp, ["serve", "-m", model, "--port", "0", "--max-sessions", "4",
+                           "--threads", String(os.cpus().length), ...specArgs],
                     { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const port = await new Promise((resolve, reject) => {
     srv.stderr.on("data", (d) => { log += d; const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); if (m) resolve(m[1]); });
     srv.on("exit", () => reject(new Error(`server exited: ${log}`)));
   });
+  const id = (await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()).data[0].id;
   const ask = (p) => fetch(`http://127.0.0.1:${port}/v1/completions`, {
     method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ model: path.basename(model, ".gguf").replace(/\..*$/, ""), prompt: p, max_tokens: nGen, temperature: 0 }),
+    body: JSON.stringify({ model: id, prompt: p, max_tokens: nGen, temperature: 0 }),
   }).then((r) => r.json());
   const ps = [...prompts.copy, ...prompts.ordinary].slice(0, concurrency);
   const t0 = Date.now();
