@@ -282,6 +282,87 @@ KIPP_API int kipp_grammar_accept(kipp_grammar_state *s, int32_t token, kipp_erro
 /* The bytes so far form a complete document. */
 KIPP_API bool kipp_grammar_complete(const kipp_grammar_state *s);
 
+/* For speculative decoding, which must check drafted tokens against exactly
+ * the distribution plain sampling draws from. Writes into
+ * probs[KIPP_VOCAB_SIZE] the distribution kipp_sampler_sample would draw
+ * from for these logits (penalties, bias, temperature, top-k, top-p, min-p
+ * applied, renormalised; 0 elsewhere); temperature 0 gives a one-hot at the
+ * greedy pick. Returns the most probable token, -1 when every token is
+ * banned. logits are scratch. Consumes no randomness. */
+KIPP_API int32_t kipp_sampler_probs(kipp_sampler *s, float *logits, float *probs);
+/* The next uniform number in [0, 1) from the sampler's seeded generator. */
+KIPP_API double kipp_sampler_uniform(kipp_sampler *s);
+/* Draws a token with probability proportional to weights[KIPP_VOCAB_SIZE]
+ * (entries <= 0 never win) from the sampler's generator; -1 if all are 0. */
+KIPP_API int32_t kipp_sampler_draw(kipp_sampler *s, const float *weights);
+
+/* ---- speculative decoding (src/core/spec.c) ------------------------------
+ *
+ * A drafter proposes tokens to follow the context; the target evaluates the
+ * pending token and the drafts in ONE multi-row kipp_eval; kipp_spec_verify
+ * keeps the drafts the target agrees with and rolls the session back over
+ * the rest (kipp_session_truncate). Greedy output equals plain greedy
+ * decoding token for token; sampled output has exactly the target's
+ * distribution (accept a draft x with probability min(1, p(x)/q(x)), else
+ * draw from the normalised max(0, p - q)). A step is:
+ *
+ *   kipp_spec_draft(sp, pending, max, toks, &n)   toks = pending, drafts...
+ *   kipp_eval(target, {session, toks, n, n, rows})
+ *   kipp_spec_verify(sp, sampler, session, rows, out, &n_out)
+ *
+ * out[0..n_out) are the next tokens (accepted drafts, then the target's own
+ * token); every one was passed to kipp_sampler_accept; the last is the new
+ * pending token, not yet in the session. One kipp_spec per sequence. */
+
+#define KIPP_SPEC_MAX_DRAFT 16
+
+typedef enum kipp_spec_mode {
+    KIPP_SPEC_OFF = 0,
+    KIPP_SPEC_LOOKUP, /* n-gram match over the context (prompt + generated) */
+    KIPP_SPEC_DRAFT,  /* a draft model with the target's tokenizer */
+} kipp_spec_mode;
+
+typedef struct kipp_spec_options {
+    kipp_spec_mode mode;
+    uint32_t max_draft;       /* K, 1..KIPP_SPEC_MAX_DRAFT; 0 = 8 (lookup), 4 (draft) */
+    bool gate;                /* suspend drafting while it does not pay */
+    kipp_model *draft_model;  /* KIPP_SPEC_DRAFT; must outlive the kipp_spec */
+    uint32_t capacity;        /* draft session positions (the target's); 0 = draft context */
+    float draft_temperature;  /* temperature of q; 0 = the target's */
+} kipp_spec_options;
+
+typedef struct kipp_spec_stats {
+    uint64_t steps;    /* verifications (target evals) */
+    uint64_t tokens;   /* tokens they produced; tokens - steps = target evals saved */
+    uint64_t drafted;  /* drafted tokens verified */
+    uint64_t accepted; /* of which accepted */
+    uint64_t gated;    /* steps the gate kept drafting off */
+} kipp_spec_stats;
+
+typedef struct kipp_spec kipp_spec;
+
+/* KIPP_OK when draft can draft for target: identical token table, token
+ * types and merges. Otherwise KIPP_E_REGISTRY with a message naming the
+ * first difference. */
+KIPP_API int kipp_spec_check_draft(const kipp_model *target, const kipp_model *draft, kipp_error *err);
+/* sampling: the target's (q uses its filters and bias, not its penalties). */
+KIPP_API int kipp_spec_create(kipp_model *target, const kipp_spec_options *options,
+                              const kipp_sampling *sampling, kipp_spec **out, kipp_error *err);
+KIPP_API void kipp_spec_destroy(kipp_spec *sp);
+/* The tokens the target session holds (prompt, or a re-rendered chat). The
+ * drafter keeps the longest common prefix of what it had. */
+KIPP_API int kipp_spec_set_context(kipp_spec *sp, const int32_t *tokens, size_t n, kipp_error *err);
+/* Writes pending then up to max drafts (max <= K) to toks[1 + K]; *n is
+ * 1 + drafts (1 = no draft: a plain decode step). */
+KIPP_API int kipp_spec_draft(kipp_spec *sp, int32_t pending, uint32_t max, int32_t *toks, uint32_t *n,
+                             kipp_error *err);
+/* rows[n][KIPP_VOCAB_SIZE]: the target's logits for the n tokens of the last
+ * kipp_spec_draft, just appended to session. rows are not modified. */
+KIPP_API int kipp_spec_verify(kipp_spec *sp, kipp_sampler *sampler, kipp_session *session,
+                              const float *rows, int32_t *out, uint32_t *n_out, kipp_error *err);
+KIPP_API void kipp_spec_get_stats(const kipp_spec *sp, kipp_spec_stats *out);
+KIPP_API const char *kipp_spec_mode_name(kipp_spec_mode mode);
+
 /* ---- chat rendering ----------------------------------------------------- */
 
 /* One call of a function by an assistant turn: name and arguments as the

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/cli_args.h"
+#include "cli/cli_spec.h"
 #include "kipp.h"
 
 #define CHUNK 64 /* prompt positions per eval call */
@@ -40,7 +41,8 @@ static void usage(FILE *out) {
         "  --no-think             render with enable_thinking=false\n"
         "  --temperature T        default 0.7 (0 = greedy)\n"
         "  --top-k K / --top-p P / --min-p M   filters (default off)\n"
-        "  --seed S               random seed (default 0)\n");
+        "  --seed S               random seed (default 0)\n"
+        "\n" CLI_SPEC_USAGE);
 }
 
 typedef struct msg {
@@ -60,6 +62,8 @@ typedef struct chat {
     kipp_sampling sampling;
     long max_tokens;
     bool think;
+    cli_spec spec;
+    kipp_spec *sp; /* NULL: --spec off */
     kipp_error err;
 } chat;
 
@@ -131,6 +135,40 @@ static int prepare(chat *c, int32_t **ids, size_t *n_ids) {
     return 0;
 }
 
+/* The next reply token. Plain: evaluate the previous token, sample. With
+ * --spec: tokens come from a queue that one draft + verify step refills
+ * (src/core/spec.c); a step evaluates the previous token and the drafts,
+ * and everything it kept is in the session, hence in held. */
+typedef struct reply_state {
+    int32_t queue[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t n, at;
+} reply_state;
+
+static int next_spec(chat *c, kipp_sampler *sampler, reply_state *rs, int32_t prev, long left,
+                     int32_t *id) {
+    if (rs->at < rs->n) {
+        *id = rs->queue[rs->at++];
+        return 0;
+    }
+    uint32_t cap = kipp_session_capacity(c->session);
+    uint32_t room = cap - c->n_held - 1; /* the caller left room for prev */
+    uint32_t max = (uint32_t)(left - 1 < (long)room ? left - 1 : room);
+    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t n = 0;
+    float *rows = c->logits; /* [1 + KIPP_SPEC_MAX_DRAFT][VOCAB] with --spec */
+    if (kipp_spec_draft(c->sp, prev, max, toks, &n, &c->err)) return 1;
+    kipp_eval_item it = {c->session, toks, n, n, rows};
+    if (kipp_eval(c->model, &it, 1, &c->err) ||
+        kipp_spec_verify(c->sp, sampler, c->session, rows, rs->queue, &rs->n, &c->err))
+        return 1;
+    /* Kept: prev and every accepted draft (all but the last output). */
+    c->held[c->n_held++] = prev;
+    for (uint32_t i = 0; i + 1 < rs->n; i++) c->held[c->n_held++] = rs->queue[i];
+    rs->at = 0;
+    *id = rs->queue[rs->at++];
+    return 0;
+}
+
 /* Streams one reply; appends it to the conversation. */
 static int reply(chat *c) {
     int32_t *ids = NULL;
@@ -147,11 +185,24 @@ static int reply(chat *c) {
         goto done;
     }
     for (size_t i = 0; i < n_ids; i++) kipp_sampler_accept(sampler, ids[i]);
+    if (c->sp && kipp_spec_set_context(c->sp, c->held, c->n_held, &c->err)) {
+        fprintf(stderr, "kipp chat: %s\n", c->err.message);
+        goto done;
+    }
     const kipp_checkpoint *ck = kipp_model_checkpoint(c->model);
+    reply_state rs = {.n = 0};
+    int32_t id = -1;
     for (long g = 0; g < c->max_tokens; g++) {
-        int32_t id = kipp_sampler_sample(sampler, c->logits);
-        if (id < 0) break;
-        kipp_sampler_accept(sampler, id);
+        if (g > 0 && c->sp) {
+            if (next_spec(c, sampler, &rs, id, c->max_tokens - g, &id)) {
+                fprintf(stderr, "\nkipp chat: %s\n", c->err.message);
+                goto done;
+            }
+        } else {
+            id = kipp_sampler_sample(sampler, c->logits);
+            if (id < 0) break;
+            kipp_sampler_accept(sampler, id);
+        }
         bool stop = false;
         for (uint32_t s = 0; s < ck->n_stops; s++) stop |= id == ck->stops[s];
         if (stop) break;
@@ -170,7 +221,12 @@ static int reply(chat *c) {
         out_len += n;
         fwrite(buf, 1, n, stdout);
         fflush(stdout);
-        if (g + 1 == c->max_tokens || c->n_held + 1 >= kipp_session_capacity(c->session)) break;
+        /* With --spec, held can run ahead of g (queued tokens are already
+         * in the session); the limit is on positions, n_ids + g when plain,
+         * so both stop at the same token. */
+        size_t at = c->sp ? n_ids + (size_t)g : c->n_held;
+        if (g + 1 == c->max_tokens || at + 1 >= kipp_session_capacity(c->session)) break;
+        if (c->sp) continue;
         kipp_eval_item it = {c->session, &id, 1, 1, c->logits};
         if (kipp_eval(c->model, &it, 1, &c->err)) {
             fprintf(stderr, "\nkipp chat: %s\n", c->err.message);
@@ -191,6 +247,11 @@ static int reply(chat *c) {
     }
     if (tn) memcpy(out + out_len, tail, tn), out_len += tn;
     rc = add_msg(c, "assistant", out ? out : "", out_len);
+    if (c->sp) {
+        kipp_spec_stats st;
+        kipp_spec_get_stats(c->sp, &st);
+        cli_spec_print_stats(stderr, "chat", c->spec.mode, &st);
+    }
 done:
     free(out);
     free(ids);
@@ -229,8 +290,12 @@ int cmd_chat(int argc, char **argv) {
     const char *path = NULL, *system_msg = NULL;
     kipp_model_options mo = {.backend = KIPP_BACKEND_CPU};
     long ctx = 0, v;
+    cli_spec_init(&c.spec);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int spec_arg = cli_spec_parse("chat", &c.spec, argc, argv, &i);
+        if (spec_arg < 0) return 2;
+        if (spec_arg) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -288,6 +353,10 @@ int cmd_chat(int argc, char **argv) {
     }
     int rc = 1;
     char *line = NULL;
+    if (cli_spec_open("chat", &c.spec, c.model, &mo)) {
+        kipp_model_close(c.model);
+        return 1;
+    }
     size_t line_cap = 0;
     const kipp_checkpoint *ck = kipp_model_checkpoint(c.model);
     if (ck->variant != KIPP_VARIANT_INSTRUCT) {
@@ -302,9 +371,15 @@ int cmd_chat(int argc, char **argv) {
     }
     kipp_session_options so = {.capacity = cap};
     c.held = malloc(cap * sizeof *c.held);
-    c.logits = malloc(sizeof(float) * KIPP_VOCAB_SIZE);
+    c.logits = malloc(sizeof(float) * KIPP_VOCAB_SIZE *
+                      (c.spec.mode ? 1 + KIPP_SPEC_MAX_DRAFT : 1));
     if (!c.held || !c.logits || kipp_session_create(c.model, &so, &c.session, &c.err)) {
         fprintf(stderr, "kipp chat: %s\n", c.held && c.logits ? c.err.message : "out of memory");
+        goto done;
+    }
+    kipp_spec_options spo = cli_spec_options(&c.spec, cap);
+    if (c.spec.mode && kipp_spec_create(c.model, &spo, &c.sampling, &c.sp, &c.err)) {
+        fprintf(stderr, "kipp chat: %s\n", c.err.message);
         goto done;
     }
     if (system_msg && add_msg(&c, "system", system_msg, strlen(system_msg))) goto done;
@@ -339,7 +414,9 @@ done:
     free(c.msgs);
     free(c.held);
     free(c.logits);
+    kipp_spec_destroy(c.sp);
     kipp_session_destroy(c.session);
+    cli_spec_close(&c.spec);
     kipp_model_close(c.model);
     return rc;
 }

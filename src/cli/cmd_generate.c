@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/cli_args.h"
+#include "cli/cli_spec.h"
 #include "kipp.h"
 
 #define PROMPT_CHUNK 64 /* prompt positions per eval call */
@@ -54,7 +55,8 @@ static void usage(FILE *out) {
         "  --frequency-penalty F     0 = off (default); over the last 64 tokens\n"
         "  --presence-penalty P      0 = off (default); over the last 64 tokens\n"
         "  --logit-bias ID=BIAS      add BIAS to token ID (repeatable; BIAS -inf bans it)\n"
-        "  --seed S                  random seed (default 0)\n");
+        "  --seed S                  random seed (default 0)\n"
+        "\n" CLI_SPEC_USAGE);
 }
 
 /* ---- argument parsing ------------------------------------------------- */
@@ -130,14 +132,19 @@ typedef struct options {
     kipp_logit_bias bias[64];
     size_t n_bias;
     bool print_ids;
+    cli_spec spec;
 } options;
 
 static int parse_args(int argc, char **argv, options *o) {
     o->n_gen = 64;
     o->backend = KIPP_BACKEND_CPU;
     o->sampling = kipp_sampling_default();
+    cli_spec_init(&o->spec);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int spec_arg = cli_spec_parse("generate", &o->spec, argc, argv, &i);
+        if (spec_arg < 0) return 1;
+        if (spec_arg) continue;
         if (!strcmp(a, "--print-ids")) {
             o->print_ids = true;
             continue;
@@ -288,6 +295,77 @@ static void emit(run *r, kipp_detok_stream *ds, int32_t id, bool first) {
     fflush(stdout);
 }
 
+/* Speculative generation (--spec): the plain loop's tokens when greedy, its
+ * distribution when sampled (src/core/spec.c). Each step evaluates the last
+ * token and the drafts in one multi-row eval; verification returns the
+ * tokens that follow, which are emitted one by one with the plain loop's
+ * stop and length checks. */
+static int generate_spec(run *r, kipp_sampler *sampler, kipp_detok_stream *ds,
+                         const int32_t *prompt, size_t n_prompt, long *n_done, bool *stopped,
+                         bool *full) {
+    const options *o = r->o;
+    const kipp_checkpoint *ck = kipp_model_checkpoint(r->model);
+    int rc = 1;
+    kipp_spec *sp = NULL;
+    float *rows = malloc(sizeof(float) * KIPP_VOCAB_SIZE * (1 + KIPP_SPEC_MAX_DRAFT));
+    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT], queue[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t q_n = 0, q_at = 0;
+    kipp_spec_options so = cli_spec_options(&o->spec, kipp_session_capacity(r->session));
+    if (!rows) {
+        fprintf(stderr, "kipp generate: out of memory\n");
+        return 1;
+    }
+    if (kipp_spec_create(r->model, &so, &o->sampling, &sp, &r->err) ||
+        kipp_spec_set_context(sp, prompt, n_prompt, &r->err))
+        goto fail;
+    int32_t id = -1;
+    for (long g = 0; g < o->n_gen; g++) {
+        if (g == 0) {
+            id = kipp_sampler_sample(sampler, r->logits);
+            if (id < 0) {
+                fprintf(stderr, "kipp generate: every token is banned; nothing to sample\n");
+                goto done;
+            }
+            kipp_sampler_accept(sampler, id);
+        } else if (q_at < q_n) {
+            id = queue[q_at++];
+        } else {
+            uint32_t len = kipp_session_length(r->session);
+            uint32_t cap = kipp_session_capacity(r->session);
+            if (len >= cap) {
+                *full = true;
+                break;
+            }
+            /* Drafts past the last wanted token, or the capacity, are waste. */
+            long want = o->n_gen - g - 1;
+            uint32_t max = (uint32_t)(want < (long)(cap - len - 1) ? want : cap - len - 1);
+            uint32_t n = 0;
+            if (kipp_spec_draft(sp, id, max, toks, &n, &r->err)) goto fail;
+            kipp_eval_item it = {r->session, toks, n, n, rows};
+            if (kipp_eval(r->model, &it, 1, &r->err) ||
+                kipp_spec_verify(sp, sampler, r->session, rows, queue, &q_n, &r->err))
+                goto fail;
+            q_at = 0;
+            id = queue[q_at++];
+        }
+        (*n_done)++;
+        for (uint32_t s = 0; s < ck->n_stops; s++) *stopped |= id == ck->stops[s];
+        if (!*stopped || o->print_ids) emit(r, ds, id, g == 0);
+        if (*stopped) break;
+    }
+    kipp_spec_stats st;
+    kipp_spec_get_stats(sp, &st);
+    cli_spec_print_stats(stderr, "generate", o->spec.mode, &st);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "kipp generate: %s\n", r->err.message);
+done:
+    kipp_spec_destroy(sp);
+    free(rows);
+    return rc;
+}
+
 static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
     const options *o = r->o;
     const kipp_checkpoint *ck = kipp_model_checkpoint(r->model);
@@ -344,7 +422,10 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
      * (the final token is evaluated only when its logits row is wanted). */
     long n_done = 0;
     bool stopped = false, full = false;
-    for (long g = 0; g < o->n_gen; g++) {
+    if (o->spec.mode != KIPP_SPEC_OFF) {
+        if (generate_spec(r, sampler, ds, prompt, n_prompt, &n_done, &stopped, &full)) goto done;
+    }
+    for (long g = 0; o->spec.mode == KIPP_SPEC_OFF && g < o->n_gen; g++) {
         double ts = now_seconds();
         if (gs) kipp_grammar_mask(gs, r->logits);
         double tm = now_seconds();
@@ -426,8 +507,22 @@ int cmd_generate(int argc, char **argv) {
     size_t n_prompt = 0;
     kipp_model_options mo = {.backend = o.backend};
     if (!cli_cpu_isa_from_env("generate", &mo)) return 2;
+    if (o.spec.mode != KIPP_SPEC_OFF && o.all_logits) {
+        fprintf(stderr, "kipp generate: --all-logits needs --spec off\n");
+        return 2;
+    }
+    /* Drafts are verified against the unconstrained argmax/distribution; a
+     * grammar would have to mask every verification row too. Not yet. */
+    if (o.spec.mode != KIPP_SPEC_OFF && (o.json_schema || o.json_object)) {
+        fprintf(stderr, "kipp generate: --json-schema/--json-object need --spec off\n");
+        return 2;
+    }
     if (kipp_model_open(o.model, &mo, &r.model, &r.err)) {
         fprintf(stderr, "kipp generate: %s\n", r.err.message);
+        return 1;
+    }
+    if (cli_spec_open("generate", &o.spec, r.model, &mo)) {
+        kipp_model_close(r.model);
         return 1;
     }
     if (o.tokens ? parse_tokens(o.tokens, &prompt, &n_prompt)
@@ -477,6 +572,7 @@ done:
     free(r.logits);
     free(prompt);
     kipp_grammar_destroy(r.grammar);
+    cli_spec_close(&o.spec);
     kipp_model_close(r.model);
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/cli_args.h"
+#include "cli/cli_spec.h"
 #include "kipp.h"
 #include "server/loop.h"
 
@@ -44,7 +45,10 @@ static void usage(FILE *out) {
         "  --idle-timeout S       idle keep-alive connections close after S (default 60)\n"
         "  --shutdown-timeout S   on SIGTERM/SIGINT, requests in flight may finish within S\n"
         "                         seconds, then are cancelled with a final event (default 10);\n"
-        "                         a second signal stops at once\n");
+        "                         a second signal stops at once\n"
+        "\n" CLI_SPEC_USAGE
+        "  (server-wide: every sequence drafts; drafts of all sequences are verified in\n"
+        "  the same batched step)\n");
 }
 
 static int parse_seconds(const char *opt, const char *s, double *out) {
@@ -82,12 +86,17 @@ int cmd_serve(int argc, char **argv) {
                          .shutdown_timeout_s = 10, .stop = &stop_requested};
     kipp_model_options mo = {.backend = KIPP_BACKEND_CPU};
     long long ctx = 0, budget = 0, v;
+    cli_spec spec;
+    cli_spec_init(&spec);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
+        int spec_arg = cli_spec_parse("serve", &spec, argc, argv, &i);
+        if (spec_arg < 0) return 2;
+        if (spec_arg) continue;
         if (i + 1 >= argc) {
             fprintf(stderr, "kipp serve: %s needs a value (or unknown option; see --help)\n", a);
             return 2;
@@ -138,10 +147,16 @@ int cmd_serve(int argc, char **argv) {
                 kipp_backend_name(mo.backend), err.message);
         return 1;
     }
+    if (cli_spec_open("serve", &spec, model, &mo)) {
+        kipp_model_close(model);
+        return 1;
+    }
+    cfg.spec = cli_spec_options(&spec, 0);
     const kipp_checkpoint *ck = kipp_model_checkpoint(model);
     if (ctx > (long long)ck->context) {
         fprintf(stderr, "kipp serve: --ctx %lld exceeds %s's context length %u\n", ctx, ck->id,
                 ck->context);
+        cli_spec_close(&spec);
         kipp_model_close(model);
         return 2;
     }
@@ -162,7 +177,11 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (spec.mode != KIPP_SPEC_OFF)
+        fprintf(stderr, "kipp serve: speculation %s%s%s\n", kipp_spec_mode_name(spec.mode),
+                spec.draft_path ? ", draft " : "", spec.draft_path ? spec.draft_path : "");
     int rc = server_run(&cfg);
+    cli_spec_close(&spec);
     kipp_model_close(model);
     return rc;
 }

@@ -182,9 +182,14 @@ static void select_best(candidate *c, size_t n, size_t k) {
     }
 }
 
-int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
-    if (!s || !logits) return -1;
+/* Steps 1-8: leaves the surviving candidates in s->cand[0..*n) with their
+ * (not yet renormalised) probabilities. Returns the greedy pick when the
+ * temperature is 0 (and sets *n = 0), -1 when every token is banned, else 0.
+ * Both kipp_sampler_sample and kipp_sampler_probs run exactly this code, so
+ * speculative verification sees the distribution plain sampling draws from. */
+static int32_t filter(kipp_sampler *s, float *logits, size_t *n_out) {
     const kipp_sampling *p = &s->params;
+    *n_out = 0;
 
     /* 1-2. penalties, then bias. */
     apply_penalties(s, logits);
@@ -259,6 +264,16 @@ int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
         n = kept;
     }
 
+    *n_out = n;
+    return 0;
+}
+
+int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
+    if (!s || !logits) return -1;
+    size_t n;
+    int32_t pick = filter(s, logits, &n);
+    if (s->params.temperature == 0.0f || pick < 0) return pick;
+
     /* 9. draw from the renormalised survivors. */
     double total = 0.0;
     for (size_t i = 0; i < n; i++) total += s->cand[i].value;
@@ -269,4 +284,51 @@ int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
         if (u < cum) return s->cand[i].id;
     }
     return s->cand[n - 1].id; /* rounding left u at the very end */
+}
+
+int32_t kipp_sampler_probs(kipp_sampler *s, float *logits, float *probs) {
+    if (!s || !logits || !probs) return -1;
+    size_t n;
+    int32_t pick = filter(s, logits, &n);
+    memset(probs, 0, sizeof(float) * KIPP_VOCAB_SIZE);
+    if (pick < 0) return -1;
+    if (s->params.temperature == 0.0f) {
+        probs[pick] = 1.0f;
+        return pick;
+    }
+    double total = 0.0;
+    int32_t best = s->cand[0].id;
+    float best_p = s->cand[0].value;
+    for (size_t i = 0; i < n; i++) {
+        total += s->cand[i].value;
+        if (s->cand[i].value > best_p ||
+            (s->cand[i].value == best_p && s->cand[i].id < best)) {
+            best = s->cand[i].id;
+            best_p = s->cand[i].value;
+        }
+    }
+    for (size_t i = 0; i < n; i++) probs[s->cand[i].id] = (float)(s->cand[i].value / total);
+    return best;
+}
+
+double kipp_sampler_uniform(kipp_sampler *s) { return s ? next_uniform(s) : 0.0; }
+
+int32_t kipp_sampler_draw(kipp_sampler *s, const float *weights) {
+    if (!s || !weights) return -1;
+    double total = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < KIPP_VOCAB_SIZE; i++)
+        if (weights[i] > 0.0f) {
+            total += weights[i];
+            last = i;
+        }
+    if (last < 0) return -1;
+    double u = next_uniform(s) * total;
+    double cum = 0.0;
+    for (int32_t i = 0; i < last; i++) {
+        if (!(weights[i] > 0.0f)) continue;
+        cum += weights[i];
+        if (u < cum) return i;
+    }
+    return last; /* the last positive weight, also when rounding left u at the end */
 }

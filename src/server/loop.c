@@ -400,6 +400,10 @@ static void handle_metrics(conn *c) {
         {"kipp_eval_calls_total", "counter", "Batched eval calls (one per scheduler step).",
          m.eval_calls},
         {"kipp_eval_items_total", "counter", "Eval items over all calls.", m.eval_items},
+        {"kipp_spec_drafted_tokens_total", "counter", "Drafted tokens verified (speculation).",
+         m.spec_drafted},
+        {"kipp_spec_accepted_tokens_total", "counter", "Drafted tokens the target kept.",
+         m.spec_accepted},
         {"kipp_queued_jobs", "gauge", "Jobs waiting for admission.", m.queued_jobs},
         {"kipp_active_sessions", "gauge", "Active sequences (one session per choice).",
          m.active_sequences},
@@ -987,7 +991,7 @@ int server_run(const server_config *cfg) {
     for (int i = 0; i < N_SLOTS; i++) s.conns[i].srv = &s;
     sched_config sc = {.max_sequences = cfg->max_sequences, .kv_budget = cfg->kv_budget,
                        .prefill_chunk = 256, .step_prefill_budget = 512,
-                       .kv_quant = cfg->kv_quant};
+                       .kv_quant = cfg->kv_quant, .spec = cfg->spec};
     kipp_error err = {0};
     if (sched_create(cfg->model, &sc, &s.sched, &err)) {
         fprintf(stderr, "kipp serve: %s\n", err.message);

@@ -29,6 +29,7 @@ typedef struct server_config {
     double shutdown_timeout_s; /* drain: active requests may finish within this */
     /* Set by a signal handler: 1 starts a drain, 2 or more stops at once. */
     volatile sig_atomic_t *stop;
+    kipp_spec_options spec;  /* server-wide speculation (mode OFF = none) */
 } server_config;
 
 /* Returns 0 after a clean shutdown, non-zero if the server cannot start

@@ -41,6 +41,8 @@ typedef struct seq {
     kipp_grammar_state *grammar; /* NULL = unconstrained */
     uint32_t prompt_done; /* prompt tokens evaluated */
     int32_t pending;      /* sampled, to be evaluated next step */
+    kipp_spec *spec;      /* NULL unless the server speculates */
+    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT]; /* pending + drafts of this step */
     uint32_t generated;
     char *text; /* generated text so far (stop-string search), [text_len] */
     size_t text_len, text_cap, emitted;
@@ -74,7 +76,8 @@ struct sched {
     sched_job *active_head; /* in admission order */
     uint32_t active_sequences;
     uint64_t kv_reserved;
-    float *logits;          /* [max_sequences][KIPP_VOCAB_SIZE] */
+    float *logits;          /* [max_sequences][rows_per_item][KIPP_VOCAB_SIZE] */
+    uint32_t rows_per_item; /* 1, or 1 + K when speculating */
     float *raw;             /* [KIPP_VOCAB_SIZE]: a row before the sampler edits it */
     kipp_eval_item *items;  /* [max_sequences] */
     seq **item_seq;         /* [max_sequences] */
@@ -107,7 +110,9 @@ int sched_create(kipp_model *model, const sched_config *config, sched **out, kip
     s->ck = kipp_model_checkpoint(model);
     s->cfg = *config;
     size_t n = config->max_sequences;
-    s->logits = malloc(n * KIPP_VOCAB_SIZE * sizeof(float));
+    uint32_t k = config->spec.max_draft ? config->spec.max_draft : KIPP_SPEC_MAX_DRAFT;
+    s->rows_per_item = config->spec.mode != KIPP_SPEC_OFF ? 1 + k : 1;
+    s->logits = malloc(n * s->rows_per_item * KIPP_VOCAB_SIZE * sizeof(float));
     s->raw = malloc(KIPP_VOCAB_SIZE * sizeof(float));
     s->items = calloc(n, sizeof *s->items);
     s->item_seq = calloc(n, sizeof *s->item_seq);
@@ -130,6 +135,8 @@ static void release_seq(sched *s, sched_job *j, seq *q) {
     }
     kipp_sampler_destroy(q->sampler);
     q->sampler = NULL;
+    kipp_spec_destroy(q->spec);
+    q->spec = NULL;
     kipp_detok_stream_destroy(q->detok);
     q->detok = NULL;
     kipp_grammar_state_destroy(q->grammar);
@@ -270,6 +277,16 @@ static bool admit(sched *s, sched_job *j, kipp_error *err) {
             kipp_detok_stream_create(s->model, &q->detok, err) ||
             (j->grammar && kipp_grammar_state_create(j->grammar, &q->grammar, err)))
             return false;
+        /* A constrained choice decodes plainly: drafts are verified against
+         * the unmasked distribution, so the grammar would have to mask every
+         * verification row. */
+        if (s->cfg.spec.mode != KIPP_SPEC_OFF && !q->grammar) {
+            kipp_spec_options o = s->cfg.spec;
+            o.capacity = j->capacity;
+            if (kipp_spec_create(s->model, &o, &sp, &q->spec, err) ||
+                kipp_spec_set_context(q->spec, j->prompt, j->n_prompt, err))
+                return false;
+        }
     }
     return true;
 }
@@ -385,36 +402,19 @@ static double raw_stats(const float *raw, uint32_t n, sched_token_info *info) {
     return mx + log(sum);
 }
 
-/* One sampled token for choice q from its logits row. */
-static void take_token(sched *s, sched_job *j, seq *q, float *row) {
+/* Token id for choice q, already accepted by its sampler; raw is the logits
+ * row it came from, unedited. */
+static void deliver(sched *s, sched_job *j, seq *q, int32_t id, const float *raw) {
     double t = now();
     if (j->t_first == 0) j->t_first = t;
     j->t_last = t;
     sched_token_info info;
     double lse = 0;
     if (j->top_logprobs >= 0) {
-        memcpy(s->raw, row, KIPP_VOCAB_SIZE * sizeof(float)); /* the sampler edits row */
-        lse = raw_stats(s->raw, (uint32_t)j->top_logprobs, &info);
+        lse = raw_stats(raw, (uint32_t)j->top_logprobs, &info);
         for (uint32_t k = 0; k < info.n_top; k++)
-            info.top_logprob[k] = (float)(s->raw[info.top_id[k]] - lse);
+            info.top_logprob[k] = (float)(raw[info.top_id[k]] - lse);
     }
-    if (q->grammar) kipp_grammar_mask(q->grammar, row);
-    int32_t id = kipp_sampler_sample(q->sampler, row);
-    if (id < 0) {
-        j->failed = true;
-        snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias%s); nothing "
-                 "to sample", q->grammar ? " and the output format" : "");
-        return;
-    }
-    bool is_stop = false;
-    for (uint32_t k = 0; k < s->ck->n_stops; k++) is_stop |= id == s->ck->stops[k];
-    kipp_error gerr;
-    if (q->grammar && !is_stop && kipp_grammar_accept(q->grammar, id, &gerr)) {
-        j->failed = true; /* the mask allowed it: an internal error */
-        snprintf(j->failure, sizeof j->failure, "constrained decoding: %s", gerr.message);
-        return;
-    }
-    kipp_sampler_accept(q->sampler, id);
     q->generated++;
     j->completion_tokens++;
     s->m.tokens_generated++;
@@ -425,7 +425,7 @@ static void take_token(sched *s, sched_job *j, seq *q, float *row) {
         }
     if (j->top_logprobs >= 0 && j->events.token) {
         info.id = id;
-        info.logprob = (float)(s->raw[id] - lse);
+        info.logprob = (float)(raw[id] - lse);
         j->events.token(j->owner, q->index, &info);
     }
     char buf[512];
@@ -449,6 +449,61 @@ static void take_token(sched *s, sched_job *j, seq *q, float *row) {
     q->state = SEQ_DECODE;
 }
 
+static void fail_banned(sched_job *j) {
+    j->failed = true;
+    snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); nothing to "
+             "sample");
+}
+
+/* One sampled token for choice q from its logits row. Log-probs are those
+ * of the raw distribution (copied before the grammar mask and the sampler
+ * edit the row). */
+static void take_token(sched *s, sched_job *j, seq *q, float *row) {
+    if (j->top_logprobs >= 0)
+        memcpy(s->raw, row, KIPP_VOCAB_SIZE * sizeof(float)); /* the sampler edits row */
+    if (q->grammar) kipp_grammar_mask(q->grammar, row);
+    int32_t id = kipp_sampler_sample(q->sampler, row);
+    if (id < 0) {
+        j->failed = true;
+        snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias%s); nothing "
+                 "to sample", q->grammar ? " and the output format" : "");
+        return;
+    }
+    bool is_stop = false;
+    for (uint32_t k = 0; k < s->ck->n_stops; k++) is_stop |= id == s->ck->stops[k];
+    kipp_error gerr;
+    if (q->grammar && !is_stop && kipp_grammar_accept(q->grammar, id, &gerr)) {
+        j->failed = true; /* the mask allowed it: an internal error */
+        snprintf(j->failure, sizeof j->failure, "constrained decoding: %s", gerr.message);
+        return;
+    }
+    kipp_sampler_accept(q->sampler, id);
+    deliver(s, j, q, id, s->raw);
+}
+
+/* A speculative step's rows for choice q: verification keeps the drafts the
+ * target agrees with (rolling the session back over the rest) and yields
+ * 1..n tokens, delivered in order until the choice finishes. Row i is the
+ * raw distribution of output i, so log-probs are those of plain decoding. */
+static void take_spec(sched *s, sched_job *j, seq *q, const kipp_eval_item *it) {
+    int32_t out[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t n_out = 0;
+    kipp_error err = {0};
+    if (kipp_spec_verify(q->spec, q->sampler, q->session, it->logits, out, &n_out, &err)) {
+        if (strstr(err.message, "banned")) {
+            fail_banned(j);
+        } else {
+            j->failed = true;
+            snprintf(j->failure, sizeof j->failure, "speculation failed: %s", err.message);
+        }
+        return;
+    }
+    s->m.spec_drafted += it->n_tokens - 1;
+    s->m.spec_accepted += n_out - 1;
+    for (uint32_t i = 0; i < n_out && q->state != SEQ_DONE && !j->failed; i++)
+        deliver(s, j, q, out[i], it->logits + (size_t)i * KIPP_VOCAB_SIZE);
+}
+
 void sched_step(sched *s) {
     admit_waiting(s);
     size_t n = 0;
@@ -457,8 +512,20 @@ void sched_step(sched *s) {
         for (uint32_t c = 0; c < j->n_choices; c++) {
             seq *q = &j->seqs[c];
             kipp_eval_item *it = &s->items[n];
-            float *row = s->logits + n * (size_t)KIPP_VOCAB_SIZE;
-            if (q->state == SEQ_DECODE) {
+            float *row = s->logits + n * (size_t)s->rows_per_item * KIPP_VOCAB_SIZE;
+            if (q->state == SEQ_DECODE && q->spec) {
+                /* Drafts past max_tokens would be waste and could pass the
+                 * session's capacity (prompt + max_tokens). */
+                uint32_t k = 0, max = j->max_tokens - q->generated - 1;
+                kipp_error err = {0};
+                if (kipp_spec_draft(q->spec, q->pending, max, q->toks, &k, &err)) {
+                    j->failed = true;
+                    snprintf(j->failure, sizeof j->failure, "speculation failed: %s",
+                             err.message);
+                    continue;
+                }
+                *it = (kipp_eval_item){q->session, q->toks, k, k, row};
+            } else if (q->state == SEQ_DECODE) {
                 *it = (kipp_eval_item){q->session, &q->pending, 1, 1, row};
             } else if (q->state == SEQ_PREFILL && budget > 0) {
                 uint32_t left = (uint32_t)(j->n_prompt - q->prompt_done);
@@ -493,7 +560,9 @@ void sched_step(sched *s) {
                 q->prompt_done += s->items[i].n_tokens;
                 s->m.prompt_tokens_evaluated += s->items[i].n_tokens;
             }
-            if (s->items[i].n_logits && !j->failed) take_token(s, j, q, s->items[i].logits);
+            if (!s->items[i].n_logits || j->failed) continue;
+            if (q->state == SEQ_DECODE && q->spec) take_spec(s, j, q, &s->items[i]);
+            else take_token(s, j, q, s->items[i].logits);
         }
     }
     /* Retire finished and failed jobs (after the loop: items point into them). */

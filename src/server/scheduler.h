@@ -34,6 +34,11 @@ typedef struct sched_config {
     uint32_t prefill_chunk;   /* prompt tokens per item per step */
     uint32_t step_prefill_budget; /* prompt tokens per step over all items */
     kipp_kv_quant kv_quant;
+    /* Speculative decoding for every sequence (mode OFF = none); capacity
+     * is set per sequence. Each DECODE item then carries the pending token
+     * and its drafts, verified from the same batched eval. Draft-model
+     * sessions are outside the KV budget. */
+    kipp_spec_options spec;
 } sched_config;
 
 typedef struct sched_request {
@@ -86,6 +91,7 @@ typedef struct sched_metrics {
     uint64_t prompt_tokens_evaluated, tokens_generated, eval_calls, eval_items;
     uint32_t queued_jobs, active_sequences;
     uint64_t kv_reserved, kv_budget;
+    uint64_t spec_drafted, spec_accepted; /* drafted tokens verified; of which kept */
 } sched_metrics;
 
 int sched_create(kipp_model *model, const sched_config *config, sched **out, kipp_error *err);

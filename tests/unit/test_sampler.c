@@ -234,5 +234,61 @@ int main(void) {
     p.n_logit_bias = 1;
     CHECK(kipp_sampler_create(&p, &bad, &err) == KIPP_E_ARGUMENT);
     CHECK(bad == NULL);
+
+    /* kipp_sampler_probs (speculative verification's p): the distribution
+     * kipp_sampler_sample draws from. top-k 3 at temperature 1 over the base
+     * logits keeps 100/200/300 with weights e^2 : e^1 : e^0; a presence
+     * penalty on 100 (in the window) lowers it by exactly P. */
+    static float probs[V];
+    p = kipp_sampling_default();
+    p.temperature = 1.0f;
+    p.top_k = 3;
+    p.presence_penalty = 0.5f;
+    s = make(&p);
+    kipp_sampler_accept(s, 100);
+    memcpy(work, logits, sizeof work);
+    CHECK(kipp_sampler_probs(s, work, probs) == 100);
+    double zz = exp(1.5) + exp(1.0) + 1.0, mass = 0;
+    for (int i = 0; i < V; i++) mass += probs[i];
+    CHECK(fabs(mass - 1.0) < 1e-6);
+    CHECK(fabs(probs[100] - exp(1.5) / zz) < 1e-6 && fabs(probs[200] - exp(1.0) / zz) < 1e-6 &&
+          fabs(probs[300] - 1.0 / zz) < 1e-6 && probs[400] == 0.0f);
+    /* Empirical frequencies of sample() agree with probs (20,000 draws,
+     * 5-sigma bounds, so a false alarm is practically impossible). */
+    int hits[3] = {0};
+    for (int i = 0; i < 20000; i++) {
+        memcpy(work, logits, sizeof work);
+        int32_t t = kipp_sampler_sample(s, work);
+        hits[t == 100 ? 0 : t == 200 ? 1 : 2]++;
+    }
+    const int32_t ids3[3] = {100, 200, 300};
+    for (int k = 0; k < 3; k++) {
+        double ex = 20000.0 * probs[ids3[k]], sd = sqrt(ex * (1 - probs[ids3[k]]));
+        CHECKF(fabs(hits[k] - ex) < 5 * sd, "token %d: %d draws, expected %.0f", ids3[k], hits[k], ex);
+    }
+    /* kipp_sampler_draw follows the given weights; zero weights never win. */
+    static float w[V];
+    w[7] = 1.0f;
+    w[9] = 3.0f;
+    int n9 = 0;
+    for (int i = 0; i < 20000; i++) {
+        int32_t t = kipp_sampler_draw(s, w);
+        CHECK(t == 7 || t == 9);
+        n9 += t == 9;
+    }
+    CHECKF(fabs(n9 - 15000.0) < 5 * sqrt(20000 * 0.75 * 0.25), "%d of 20000 draws were 9", n9);
+    w[7] = w[9] = 0.0f;
+    CHECK(kipp_sampler_draw(s, w) == -1);
+    double u = kipp_sampler_uniform(s);
+    CHECK(u >= 0.0 && u < 1.0);
+    kipp_sampler_destroy(s);
+    /* Greedy: one-hot at the greedy pick, no randomness consumed. */
+    p = kipp_sampling_default();
+    s = make(&p);
+    memcpy(work, logits, sizeof work);
+    CHECK(kipp_sampler_probs(s, work, probs) == 100 && probs[100] == 1.0f && probs[200] == 0.0f);
+    for (int i = 0; i < V; i++) work[i] = -INFINITY;
+    CHECK(kipp_sampler_probs(s, work, probs) == -1);
+    kipp_sampler_destroy(s);
     return test_finish("test_sampler");
 }
