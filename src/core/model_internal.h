@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "core/artifact.h"
+#include "core/kv_pool.h"
 #include "core/tokenizer.h"
 #include "kipp.h"
 
@@ -15,6 +16,18 @@ struct kipp_model {
     const kipp_backend_ops *backend; /* NULL for KIPP_BACKEND_NONE */
     void *backend_state;
     int live_sessions;             /* models die after their sessions */
+    uint32_t kv_pool_mib;          /* from kipp_model_options; 0 = one context */
+    /* The shared KV pool, one per format, made at its first session
+     * (kipp_model_pool); the backend holds the matching K/V store. */
+    kipp_kv_pool *pools[2];
 };
+
+/* The model's pool for `quant`, created (with the backend's store) on first
+ * use. Thread-safe. */
+int kipp_model_pool(kipp_model *m, kipp_kv_quant quant, kipp_kv_pool **out, kipp_error *err);
+/* Blocks a pool of this model gets for `quant` (kv_pool_mib or one context). */
+uint32_t kipp_model_pool_blocks(const kipp_model *m, kipp_kv_quant quant);
+/* Frees the pools' bookkeeping (model close; in-memory test models). */
+void kipp_model_release_pools(kipp_model *m);
 
 #endif
