@@ -298,7 +298,9 @@ static void handle_metrics(conn *c) {
         {"kipp_batch_choices_running", "gauge",
          "Choices with a session (one eval item each per step).", m.running_sequences},
         {"kipp_requests_waiting", "gauge", "Requests queued for admission.", m.queued_jobs},
-        {"kipp_kv_pool_blocks_total", "gauge", "Blocks of 32 positions in the KV pool.",
+        /* A constant; typed counter because Prometheus naming reserves the
+         * _total suffix for counters (promtool rejects a gauge with it). */
+        {"kipp_kv_pool_blocks_total", "counter", "Blocks of 32 positions in the KV pool (fixed).",
          ps->blocks_total},
         {"kipp_kv_pool_blocks_free", "gauge",
          "KV pool blocks held by no session (includes cached reusable ones).", ps->blocks_free},
