@@ -9,6 +9,8 @@
  *  - a forced hash collision (every key equal) never aliases;
  *  - exhaustion fails with KIPP_E_POOL_EXHAUSTED and changes no session.
  * Needs the synthetic-tiny fixture (make fixtures); exits 77 without it. */
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 
 #include "test_util.h"
@@ -258,6 +260,72 @@ static void check_pressure(void) {
     kipp_model_close(m);
 }
 
+/* Sessions of one model on several threads share the pool (its mutex;
+ * run under TSan by make test-tsan): each thread adopts, evaluates,
+ * publishes and drops sessions on an 8-block pool, retrying when it is
+ * exhausted, and every result equals the single-threaded reference. */
+enum { THREADS = 4, ROUNDS = 6, TLEN = 70 };
+typedef struct thread_arg {
+    kipp_model *m;
+    const int32_t *tok;
+    const float *want;
+    float *row;
+    int bad, exhausted;
+} thread_arg;
+
+static void *thread_main(void *p) {
+    thread_arg *a = p;
+    for (int r = 0; r < ROUNDS; r++) {
+        kipp_session_options o = {.capacity = 128};
+        kipp_session *s = NULL;
+        kipp_error err = {0};
+        if (kipp_session_create(a->m, &o, &s, &err)) {
+            a->bad++;
+            continue;
+        }
+        uint32_t got = 0;
+        kipp_session_match_prefix(s, a->tok, TLEN - 1, &got, &err);
+        kipp_eval_item it = {s, a->tok + got, TLEN - got, 1, a->row};
+        int rc;
+        while ((rc = kipp_eval(a->m, &it, 1, &err)) == KIPP_E_POOL_EXHAUSTED) {
+            a->exhausted++;
+            sched_yield();
+        }
+        a->bad += rc != 0 || memcmp(a->row, a->want, V * sizeof(float)) != 0;
+        kipp_session_publish(s, &err);
+        kipp_session_destroy(s);
+    }
+    return NULL;
+}
+
+static void check_threads(void) {
+    fprintf(stderr, "== %d threads on one 8-block pool, cpu\n", THREADS);
+    kipp_model *m = open_model(KIPP_BACKEND_CPU, 2);
+    if (!m) return;
+    int32_t tok[TLEN];
+    make_tokens(tok, TLEN, 5);
+    float *want = malloc((size_t)(THREADS + 1) * V * sizeof(float));
+    kipp_session *s = new_session(m, 128);
+    CHECK(eval(m, s, tok, TLEN, 1, want) == 0);
+    kipp_session_destroy(s); /* unpublished: the threads start cold */
+    pthread_t th[THREADS];
+    thread_arg args[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        args[i] = (thread_arg){m, tok, want, want + (size_t)(i + 1) * V, 0, 0};
+        pthread_create(&th[i], NULL, thread_main, &args[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        bad += args[i].bad;
+    }
+    CHECKF(bad == 0, "%d thread rounds differ from the reference", bad);
+    kipp_pool_stats st = stats(m);
+    CHECK(st.blocks_held == 0 && st.reused_blocks > 0);
+    free(want);
+    kipp_model_close(m);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
     FILE *f = fopen(path, "rb");
@@ -269,5 +337,6 @@ int main(void) {
     check_reuse(KIPP_BACKEND_CPU, "cpu");
     check_reuse(KIPP_BACKEND_REF, "ref");
     check_pressure();
+    check_threads();
     return test_finish("test_kv_pool");
 }
