@@ -6,31 +6,21 @@
 // timings.prompt_ms.
 import { execSync } from "node:child_process";
 import { cpus } from "node:os";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 
 const [url, tokens, runs, out] = [process.argv[2], Number(process.argv[3] ?? 3000), Number(process.argv[4] ?? 2), process.argv[5]];
 const sh = (c) => { try { return execSync(c, { encoding: "utf8" }).trim(); } catch { return null; } };
-// Streamed, so the response head arrives at once (no client header timeout
-// on a long cold prefill); TTFT = time to the first token's chunk.
+// curl, not fetch: a cold prefill on a busy machine can outlast fetch's
+// 300 s header/body timeouts. With max_tokens 1 the response completes at
+// the first token, so curl's time_total is the TTFT (plus one JSON write).
 async function once(prompt) {
-    const t0 = performance.now();
-    const r = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" },
-        body: JSON.stringify({ prompt, max_tokens: 1, temperature: 0, stream: true, stream_options: { include_usage: true } }) });
-    if (!r.ok) throw new Error(await r.text());
-    let ttft = null, usage = null, buf = "";
-    const dec = new TextDecoder();
-    for await (const part of r.body) {
-        buf += dec.decode(part, { stream: true });
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-            const ev = buf.slice(0, i); buf = buf.slice(i + 2);
-            if (!ev.startsWith("data: ") || ev === "data: [DONE]") continue;
-            const j = JSON.parse(ev.slice(6));
-            if (ttft === null && j.choices?.length) ttft = performance.now() - t0;
-            if (j.usage) usage = j.usage;
-        }
-    }
-    return { ttft_ms: ttft, prompt_tokens: usage?.prompt_tokens ?? null };
+    const body = JSON.stringify({ prompt, max_tokens: 1, temperature: 0 });
+    writeFileSync("/tmp/ttft_body.json", body);
+    const outp = sh(`curl -s -o /tmp/ttft_resp.json -w '%{time_total}' -H 'content-type: application/json' ` +
+                    `--data-binary @/tmp/ttft_body.json ${url}/v1/completions`);
+    const j = JSON.parse(readFileSync("/tmp/ttft_resp.json", "utf8"));
+    if (!j.usage) throw new Error(JSON.stringify(j));
+    return { ttft_ms: Number(outp) * 1000, prompt_tokens: j.usage.prompt_tokens, server_prompt_ms: j.timings?.prompt_ms ?? null };
 }
 const metric = async (name) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(await (await fetch(`${url}/metrics`)).text())[1]);
 const results = [];

@@ -129,7 +129,9 @@ int kipp_session_match_prefix(kipp_session *s, const int32_t *tokens, size_t n,
         return kipp_fail(err, KIPP_E_ARGUMENT,
                          "kipp_session_match_prefix: the session is not empty (length %u); "
                          "reset it first", s->kv.length);
-    uint32_t got = kipp_kv_pool_match(s->pool, tokens, n, s->kv.max_blocks, true,
+    /* Whole blocks within the capacity only (the last block of a capacity
+     * that is not a multiple of 32 is never full). */
+    uint32_t got = kipp_kv_pool_match(s->pool, tokens, n, s->kv.capacity / KIPP_KV_BLOCK, true,
                                       s->kv.block_table);
     s->kv.n_blocks = got;
     s->n_published = got;

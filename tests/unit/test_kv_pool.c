@@ -112,6 +112,10 @@ static void check_reuse(kipp_backend_kind backend, const char *label) {
     CHECK(b->kv.block_table[0] == a->kv.block_table[0]); /* really shared */
     finish(m, b, tok, got, P, warm);
     CHECK(same(cold, warm, rows));
+    /* Adoption stays within the capacity: 40 positions hold one full block. */
+    kipp_session *small = new_session(m, 40);
+    CHECK(kipp_session_match_prefix(small, tok, P - 1, &got, &err) == 0 && got == 32);
+    kipp_session_destroy(small);
     /* Adoption needs an empty session. */
     CHECK(kipp_session_match_prefix(b, tok, P, &got, &err) == KIPP_E_ARGUMENT);
 
