@@ -331,7 +331,10 @@ static bool admit(sched *s, sched_job *j, kipp_error *err) {
         if (kipp_sampler_create(&sp, &q->sampler, err)) return false;
         s->active_sequences++;
         q->toks = malloc(((size_t)j->n_prompt + j->max_tokens + 1) * sizeof *q->toks);
-        if (!q->toks) return fail(err, KIPP_E_MEMORY, "out of memory"), false;
+        if (!q->toks) {
+            fail(err, KIPP_E_MEMORY, "out of memory");
+            return false;
+        }
         memcpy(q->toks, j->prompt, j->n_prompt * sizeof *q->toks);
         q->n_toks = (uint32_t)j->n_prompt;
         if (kipp_detok_stream_create(s->model, &q->detok, err)) return false;
