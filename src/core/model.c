@@ -101,9 +101,9 @@ int kipp_tokenize(const kipp_model *m, const char *text, size_t length,
 
 /* ---- the shared KV pool ------------------------------------------------ */
 
-/* Pool creation is rare (once per format per model): one process-wide lock
- * keeps kipp_model free of a mutex that in-memory test models would have to
- * initialise. */
+/* Pool creation is rare (once per format per model) and session counting
+ * cheap: one process-wide lock keeps kipp_model free of a mutex that
+ * in-memory test models would have to initialise. */
 static pthread_mutex_t pool_create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint32_t kipp_model_pool_blocks(const kipp_model *m, kipp_kv_quant quant) {
@@ -140,6 +140,12 @@ int kipp_model_pool(kipp_model *m, kipp_kv_quant quant, kipp_kv_pool **out, kipp
     pthread_mutex_unlock(&pool_create_lock);
     *out = p;
     return rc;
+}
+
+void kipp_model_count_session(kipp_model *m, int delta) {
+    pthread_mutex_lock(&pool_create_lock);
+    m->live_sessions += delta;
+    pthread_mutex_unlock(&pool_create_lock);
 }
 
 void kipp_model_release_pools(kipp_model *m) {

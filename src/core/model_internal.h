@@ -27,6 +27,9 @@ struct kipp_model {
 int kipp_model_pool(kipp_model *m, kipp_kv_quant quant, kipp_kv_pool **out, kipp_error *err);
 /* Blocks a pool of this model gets for `quant` (kv_pool_mib or one context). */
 uint32_t kipp_model_pool_blocks(const kipp_model *m, kipp_kv_quant quant);
+/* live_sessions += delta, under the model lock (sessions of one model may
+ * be created and destroyed on different threads). */
+void kipp_model_count_session(kipp_model *m, int delta);
 /* Frees the pools' bookkeeping (model close; in-memory test models). */
 void kipp_model_release_pools(kipp_model *m);
 

@@ -62,7 +62,7 @@ int kipp_session_create(kipp_model *model, const kipp_session_options *options,
         free(s);
         return rc;
     }
-    model->live_sessions++;
+    kipp_model_count_session(model, +1);
     *out = s;
     return KIPP_OK;
 }
@@ -81,7 +81,7 @@ void kipp_session_destroy(kipp_session *s) {
     drop_blocks(s, 0);
     free(s->kv.block_table);
     free(s->tokens);
-    s->model->live_sessions--;
+    kipp_model_count_session(s->model, -1);
     free(s);
 }
 
