@@ -60,6 +60,7 @@ enum kipp_status {
     KIPP_E_BACKEND,     /* backend could not start */
     KIPP_E_UNSUPPORTED, /* valid request we do not support */
     KIPP_E_INTERNAL,
+    KIPP_E_POOL_EXHAUSTED, /* the model's KV pool has no free block now (retry later) */
 };
 
 typedef struct kipp_error {
@@ -144,6 +145,10 @@ typedef struct kipp_model_options {
     kipp_backend_kind backend; /* default KIPP_BACKEND_NONE: no eval */
     int threads;               /* cpu backend; 0 = online cores */
     kipp_cpu_isa cpu_isa;      /* cpu backend kernel tier; 0 = AUTO */
+    /* Size of the model's shared KV pool (per KV format in use), MiB.
+     * 0 = room for one full context of the checkpoint, so any single session
+     * fits alone. Sessions take 32-position blocks from it as they grow. */
+    uint32_t kv_pool_mib;
 } kipp_model_options;
 
 KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,
@@ -186,6 +191,10 @@ typedef enum kipp_kv_quant {
     KIPP_KV_Q8_0,
 } kipp_kv_quant;
 
+/* A session's capacity is a limit, not a reservation: its K/V lives in the
+ * model's pool of 32-position blocks (one pool per KV format), taken as it
+ * grows. An eval that needs a block when the pool is dry fails with
+ * KIPP_E_POOL_EXHAUSTED and changes nothing. */
 typedef struct kipp_session_options {
     uint32_t capacity; /* positions; 0 = model context length */
     kipp_kv_quant kv_quant;
@@ -197,8 +206,46 @@ KIPP_API void kipp_session_destroy(kipp_session *session);
 KIPP_API uint32_t kipp_session_length(const kipp_session *session);
 KIPP_API uint32_t kipp_session_capacity(const kipp_session *session);
 KIPP_API void kipp_session_reset(kipp_session *session);
+/* Truncation into a block shared with other sessions (an adopted or
+ * published block) continues in a private copy of its first positions, so
+ * shared state is never written; that copy needs one free block
+ * (KIPP_E_POOL_EXHAUSTED otherwise, session unchanged). */
 KIPP_API int kipp_session_truncate(kipp_session *session, uint32_t length,
                                    kipp_error *err);
+
+/* ---- shared prefixes (the KV pool) ------------------------------------- */
+
+/* Adopts into an EMPTY session the longest published prefix of
+ * tokens[0..n) - whole 32-token blocks only - instead of evaluating it; the
+ * session's length becomes *n_adopted (a multiple of 32, maybe 0). The
+ * caller evaluates tokens[*n_adopted..n) next. A caller that needs the
+ * logits of the last token passes n - 1 so that one token is left. */
+KIPP_API int kipp_session_match_prefix(kipp_session *session, const int32_t *tokens, size_t n,
+                                       uint32_t *n_adopted, kipp_error *err);
+/* Publishes every full block of the session so that later sessions can
+ * adopt it (kipp_session_match_prefix). Published blocks stay in the pool
+ * after the session is gone, until evicted least-recently-used. */
+KIPP_API int kipp_session_publish(kipp_session *session, kipp_error *err);
+/* Positions of tokens[0..n) a new session would adopt now (no side effect). */
+KIPP_API uint32_t kipp_pool_match_length(kipp_model *model, kipp_kv_quant kv_quant,
+                                         const int32_t *tokens, size_t n);
+
+typedef struct kipp_pool_stats {
+    uint32_t block_positions;   /* 32 */
+    uint64_t bytes_per_block;   /* K+V of one block over all layers */
+    uint32_t blocks_total;
+    uint32_t blocks_free;       /* not held by any session (includes cached) */
+    uint32_t blocks_cached;     /* published, not held: reusable until evicted */
+    uint32_t blocks_held;       /* in some session's block table */
+    uint64_t reused_blocks;     /* adopted by kipp_session_match_prefix, ever */
+    uint64_t evicted_blocks;    /* published blocks evicted to make room, ever */
+    uint64_t published_blocks;  /* blocks published, ever */
+} kipp_pool_stats;
+
+/* Statistics of the model's pool for one KV format (a pool no session has
+ * used yet reports its size and zero use). */
+KIPP_API int kipp_pool_stats_get(kipp_model *model, kipp_kv_quant kv_quant, kipp_pool_stats *out,
+                                 kipp_error *err);
 
 /* One eval item appends n_tokens at the session's current length and writes
  * logits for its last n_logits positions (0 <= n_logits <= n_tokens) into

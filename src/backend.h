@@ -1,12 +1,18 @@
-/* The internal backend contract (DESIGN §7). core/model.c owns sessions and
- * their KV caches, checks capacities and arguments, and calls a backend
- * through this table. Backends include nothing from cli/ or server/.
+/* The internal backend contract (DESIGN §6, §7). core/ owns sessions, their
+ * lengths and block tables and the pool's bookkeeping (core/kv_pool.h),
+ * checks capacities and arguments, and calls a backend through this table.
+ * The backend owns the K/V bytes: one store of pool blocks per KV format
+ * (kv_create), addressed only through a session's block table
+ * (physical position = table[pos >> 5] * 32 + (pos & 31)). Backends include
+ * nothing from cli/ or server/.
  *
  * eval: each item appends n_tokens at kv->length (positions
- * [kv->length, kv->length + n_tokens)), writes their K/V into the cache and
- * writes logits for the last n_logits positions. The backend does NOT advance
- * kv->length; the caller does after every item succeeded. Items name
- * distinct sessions and have already been checked against capacity. */
+ * [kv->length, kv->length + n_tokens)), writes their K/V into the blocks
+ * named by kv->block_table (core has already given the item every block it
+ * needs, all private to it) and writes logits for the last n_logits
+ * positions. The backend does NOT advance kv->length; the caller does after
+ * every item succeeded. Items name distinct sessions and have already been
+ * checked against capacity. */
 #ifndef KIPP_BACKEND_H
 #define KIPP_BACKEND_H
 
@@ -39,6 +45,15 @@ typedef struct kipp_backend_ops {
     void (*session_destroy)(void *model_state, void *session_state);
     int (*eval)(void *model_state, kipp_backend_item *items, size_t n_items,
                 kipp_error *err);
+    /* Allocates the K/V memory of the pool for one format: n_blocks blocks
+     * of 32 positions over every layer. Called at most once per format,
+     * before the first session of that format; freed by model_destroy. */
+    int (*kv_create)(void *model_state, kipp_kv_quant quant, uint32_t n_blocks,
+                     kipp_error *err);
+    /* Copies positions [0, n_positions) of block src to block dst (every
+     * layer, K and V): a private copy of a shared block's head. */
+    void (*kv_copy)(void *model_state, kipp_kv_quant quant, uint32_t dst, uint32_t src,
+                    uint32_t n_positions);
     /* The backend reads and writes a Q8_0 KV cache (kv->quant ==
      * KIPP_KV_Q8_0); sessions asking for one are refused otherwise. */
     bool kv_q8_0;

@@ -36,7 +36,10 @@ static void usage(FILE *out) {
         "  --max-sessions N       active sequences at once, one per choice (default 32)\n"
         "  --ctx N                positions per sequence, prompt + max_tokens (default:\n"
         "                         the checkpoint's context, at most 4096)\n"
-        "  --kv-budget N          KV positions over all active sequences (default 4 x ctx)\n"
+        "  --kv-pool-mib N        size of the shared KV pool in MiB; sequences take 32-position\n"
+        "                         blocks as they grow and share published prefixes\n"
+        "                         (default: room for 4 x ctx positions)\n"
+        "  --kv-budget N          the same, given in positions (rounded up to whole MiB)\n"
         "  --kv-quant bf16|q8_0   KV cache format (default bf16)\n"
         "  --max-body BYTES       largest request body (default 1048576)\n"
         "  --header-timeout S     a request head must arrive within S seconds (default 10)\n"
@@ -85,7 +88,7 @@ int cmd_serve(int argc, char **argv) {
                          .body_timeout_s = 30, .send_timeout_s = 30, .idle_timeout_s = 60,
                          .shutdown_timeout_s = 10, .stop = &stop_requested};
     kipp_model_options mo = {.backend = KIPP_BACKEND_CPU};
-    long long ctx = 0, budget = 0, v;
+    long long ctx = 0, budget = 0, pool_mib = 0, v;
     cli_spec spec;
     cli_spec_init(&spec);
     for (int i = 1; i < argc; i++) {
@@ -118,6 +121,7 @@ int cmd_serve(int argc, char **argv) {
             cfg.max_sequences = (uint32_t)v;
         } else if (!strcmp(a, "--ctx")) rc = parse_num(a, val, 2, 1 << 24, &ctx);
         else if (!strcmp(a, "--kv-budget")) rc = parse_num(a, val, 2, 1LL << 40, &budget);
+        else if (!strcmp(a, "--kv-pool-mib")) rc = parse_num(a, val, 1, 1LL << 24, &pool_mib);
         else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("serve", val, &cfg.kv_quant)) return 2;
         } else if (!strcmp(a, "--max-body")) {
@@ -141,6 +145,20 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!cli_cpu_isa_from_env("serve", &mo)) return 2;
     kipp_error err = {0};
+    /* The pool is sized at model open, from the checkpoint's shape: read it
+     * first (the same strict checks, no backend). */
+    kipp_inspect *ins = NULL;
+    if (kipp_inspect_open(model_path, &ins, &err)) {
+        fprintf(stderr, "kipp serve: cannot open %s: %s\n", model_path, err.message);
+        return 1;
+    }
+    const kipp_checkpoint *ick = kipp_inspect_checkpoint(ins);
+    uint32_t dctx = ctx ? (uint32_t)ctx : (ick->context < 4096 ? ick->context : 4096);
+    uint64_t per_pos = (uint64_t)ick->layers * 2 * (cfg.kv_quant == KIPP_KV_Q8_0 ? 32 * 34 : 2048);
+    uint64_t positions = budget ? (uint64_t)budget : 4ull * dctx;
+    kipp_inspect_close(ins);
+    mo.kv_pool_mib = pool_mib ? (uint32_t)pool_mib
+                              : (uint32_t)((positions * per_pos + (1u << 20) - 1) >> 20);
     kipp_model *model = NULL;
     if (kipp_model_open(model_path, &mo, &model, &err)) {
         fprintf(stderr, "kipp serve: cannot open %s with the %s backend: %s\n", model_path,
@@ -161,15 +179,18 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     cfg.context = ctx ? (uint32_t)ctx : (ck->context < 4096 ? ck->context : 4096);
-    cfg.kv_budget = budget ? (uint64_t)budget : 4ull * cfg.context;
-    if (cfg.kv_budget < cfg.context)
-        fprintf(stderr, "kipp serve: note: --kv-budget %llu is below --ctx %u; requests that "
-                "need more positions than the budget are refused\n",
-                (unsigned long long)cfg.kv_budget, cfg.context);
+    kipp_pool_stats ps;
+    kipp_pool_stats_get(model, cfg.kv_quant, &ps, &err);
+    uint64_t pool_positions = (uint64_t)ps.blocks_total * ps.block_positions;
+    if (pool_positions < cfg.context)
+        fprintf(stderr, "kipp serve: note: the KV pool (%llu positions) is below --ctx %u; "
+                "requests that need more positions than the pool are refused\n",
+                (unsigned long long)pool_positions, cfg.context);
     cfg.model = model;
-    fprintf(stderr, "kipp serve: backend %s, ctx %u, max sessions %u, KV budget %llu positions\n",
-            kipp_backend_name(mo.backend), cfg.context, cfg.max_sequences,
-            (unsigned long long)cfg.kv_budget);
+    fprintf(stderr, "kipp serve: backend %s, ctx %u, max sessions %u, KV pool %u MiB = %u blocks "
+            "of 32 = %llu positions\n", kipp_backend_name(mo.backend), cfg.context,
+            cfg.max_sequences, mo.kv_pool_mib, ps.blocks_total,
+            (unsigned long long)pool_positions);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;

@@ -1,20 +1,24 @@
-/* Paged KV cache storage (DESIGN §6).
+/* Paged KV cache (DESIGN §6): what core keeps per session, and the host
+ * storage that the ref and cpu backends own.
  *
- * A session's K and V have logical layout [layer][position][kv_head][head_dim].
- * Positions are grouped in 32-position blocks; a per-session block table maps
- * logical block -> physical block, so
- *   physical position = table[pos >> 5] * 32 + (pos & 31).
- * A scrambled table must give bitwise the same logits as the identity table,
- * which the tests check. Storage is allocated once, at session creation.
+ * K/V bytes live in one model-level pool of 32-position blocks (one pool per
+ * KV format in use), allocated and owned by the backend (kv_create in
+ * backend.h). Core (core/kv_pool.c, core/session.c) hands out block ids and
+ * keeps each session's length, capacity and block table; it never touches
+ * K/V bytes. A position maps to memory as
+ *   physical position = table[pos >> 5] * 32 + (pos & 31)
+ * and a scrambled table must give bitwise the same logits as the identity.
  *
- * Two element formats, chosen at creation:
- *   BF16  (default): k/v hold uint16 bf16 values, 1024 per position,
+ * Host storage layout (kipp_kv_store), logical [layer][position][kv_head]
+ * [head_dim] with the pool's physical positions:
+ *   BF16  (default): k/v hold uint16 bf16 values, [layers][n_blocks*32][8][128],
  *         2 * 8 * 128 * 2 = 4096 bytes per layer-position.
- *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 blocks per
- *         head, 32 per position: 2 * 32 * 34 = 2176 bytes per layer-position
- *         (1.88x less). Same block table, same physical position mapping; the
- *         row offset in blocks is the BF16 element offset / 32.
- * Exactly one pair of pointers is non-NULL. */
+ *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 per head,
+ *         [layers][n_blocks*32][8][4]: 2 * 32 * 34 = 2176 bytes per
+ *         layer-position (1.88x less). The row offset in blocks is the BF16
+ *         element offset / 32.
+ * Layer-major (not block-major) so that an attention kernel gets one base
+ * pointer per layer plus the block table, exactly as before the pool. */
 #ifndef KIPP_KV_H
 #define KIPP_KV_H
 
@@ -29,52 +33,63 @@
 #define KIPP_KV_ROW_QBLOCKS (KIPP_KV_ROW / KIPP_QBLOCK)  /* Q8_0 blocks per position: 32 */
 #define KIPP_KV_HEAD_QBLOCKS (KIPP_HEAD_DIM / KIPP_QBLOCK) /* Q8_0 blocks per head: 4 */
 
+/* One session's view of the pool, kept by core and read by the backend. */
 typedef struct kipp_kv_cache {
-    uint32_t layers;
-    uint32_t capacity;     /* logical positions the session may hold */
-    uint32_t n_blocks;     /* ceil(capacity / 32) physical blocks */
-    uint32_t *block_table; /* [n_blocks]: logical block -> physical block */
-    kipp_kv_quant quant;   /* element format of the stores below */
-    uint16_t *k;           /* BF16: [layers][n_blocks * 32][8][128] bf16; else NULL */
-    uint16_t *v;           /* same shape as k */
-    kipp_block_q8_0 *kq;   /* Q8_0: [layers][n_blocks * 32][8][4] blocks; else NULL */
-    kipp_block_q8_0 *vq;   /* same shape as kq */
-    size_t store_bytes;    /* bytes allocated for K and V together */
+    uint32_t capacity;     /* positions the session may hold: a limit, not a reservation */
     uint32_t length;       /* positions currently filled */
+    uint32_t n_blocks;     /* blocks held: table[0..n_blocks) are valid */
+    uint32_t max_blocks;   /* ceil(capacity / 32): size of the table */
+    uint32_t *block_table; /* [max_blocks]: logical block -> physical pool block */
+    kipp_kv_quant quant;   /* format of the pool the blocks belong to */
 } kipp_kv_cache;
 
-/* BF16 cache (kipp_kv_create_quant with KIPP_KV_BF16). */
-int kipp_kv_create(kipp_kv_cache *kv, uint32_t layers, uint32_t capacity,
-                   kipp_error *err);
-int kipp_kv_create_quant(kipp_kv_cache *kv, uint32_t layers, uint32_t capacity,
-                         kipp_kv_quant quant, kipp_error *err);
-void kipp_kv_destroy(kipp_kv_cache *kv);
-/* Bytes of K+V storage per cached position (all layers). */
-size_t kipp_kv_bytes_per_position(const kipp_kv_cache *kv);
+/* Host K/V storage for one pool (backend-owned). Exactly one pair of
+ * pointers is non-NULL. */
+typedef struct kipp_kv_store {
+    uint32_t layers;
+    uint32_t n_blocks;     /* pool blocks */
+    kipp_kv_quant quant;
+    uint16_t *k, *v;       /* BF16: [layers][n_blocks * 32][8][128]; else NULL */
+    kipp_block_q8_0 *kq, *vq; /* Q8_0: [layers][n_blocks * 32][8][4]; else NULL */
+    size_t store_bytes;    /* K and V together */
+} kipp_kv_store;
 
-/* Offset (in uint16 elements) of the [8][128] row for (layer, pos). */
-static inline size_t kipp_kv_row_offset(const kipp_kv_cache *kv, uint32_t layer,
-                                        uint32_t pos) {
-    size_t physical = (size_t)kv->block_table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK +
-                      pos % KIPP_KV_BLOCK;
-    size_t positions_per_layer = (size_t)kv->n_blocks * KIPP_KV_BLOCK;
-    return ((size_t)layer * positions_per_layer + physical) * KIPP_KV_ROW;
+/* Bytes of K+V per cached position over all layers. */
+size_t kipp_kv_bytes_per_position(uint32_t layers, kipp_kv_quant quant);
+
+int kipp_kv_store_create(kipp_kv_store *st, uint32_t layers, uint32_t n_blocks,
+                         kipp_kv_quant quant, kipp_error *err);
+void kipp_kv_store_destroy(kipp_kv_store *st);
+/* Copies positions [0, n_positions) of block src to block dst, every layer. */
+void kipp_kv_store_copy(kipp_kv_store *st, uint32_t dst, uint32_t src, uint32_t n_positions);
+
+/* Element offset of one layer's plane (BF16 elements; / 32 for Q8_0 blocks). */
+static inline size_t kipp_kv_layer_offset(const kipp_kv_store *st, uint32_t layer) {
+    return (size_t)layer * st->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW;
+}
+
+/* Offset (in uint16 elements) of the [8][128] row for (layer, pos) of a
+ * session whose block table is `table`. */
+static inline size_t kipp_kv_row_offset(const kipp_kv_store *st, const uint32_t *table,
+                                        uint32_t layer, uint32_t pos) {
+    size_t physical = (size_t)table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK + pos % KIPP_KV_BLOCK;
+    return kipp_kv_layer_offset(st, layer) + physical * KIPP_KV_ROW;
 }
 
 /* Offset (in Q8_0 blocks) of the [8][4] block row for (layer, pos). */
-static inline size_t kipp_kv_qrow_offset(const kipp_kv_cache *kv, uint32_t layer,
-                                         uint32_t pos) {
-    return kipp_kv_row_offset(kv, layer, pos) / KIPP_QBLOCK;
+static inline size_t kipp_kv_qrow_offset(const kipp_kv_store *st, const uint32_t *table,
+                                         uint32_t layer, uint32_t pos) {
+    return kipp_kv_row_offset(st, table, layer, pos) / KIPP_QBLOCK;
 }
 
 /* Store one position's K and V rows (1024 FP32 values each, [8][128]) in the
- * cache's format: BF16 round-to-nearest-even, or Q8_0 against the
+ * store's format: BF16 round-to-nearest-even, or Q8_0 against the
  * fp16-rounded scale. */
-void kipp_kv_store(kipp_kv_cache *kv, uint32_t layer, uint32_t pos, const float *k,
-                   const float *v);
+void kipp_kv_write(kipp_kv_store *st, const uint32_t *table, uint32_t layer, uint32_t pos,
+                   const float *k, const float *v);
 /* Decode one head (128 values) of K (which = 0) or V (which = 1) at
  * (layer, pos) to FP32. Exact for BF16; d * q for Q8_0. */
-void kipp_kv_load_head(const kipp_kv_cache *kv, int which, uint32_t layer, uint32_t pos,
-                       uint32_t kv_head, float *out);
+void kipp_kv_load_head(const kipp_kv_store *st, const uint32_t *table, int which,
+                       uint32_t layer, uint32_t pos, uint32_t kv_head, float *out);
 
 #endif

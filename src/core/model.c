@@ -4,6 +4,7 @@
  * Core knows no backend by name: src/backends.c (above core) owns the table
  * of compiled-in backends and passes the chosen ops table down through
  * kipp_model_open_with. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,7 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
     kipp_model *m = kipp_calloc(1, sizeof *m, err);
     if (!m) return KIPP_E_MEMORY;
     m->backend_kind = options->backend;
+    m->kv_pool_mib = options->kv_pool_mib;
     int rc = kipp_artifact_open(path, &m->artifact, err);
     if (rc) {
         free(m);
@@ -85,6 +87,7 @@ fail:
 
 void kipp_model_close(kipp_model *m) {
     if (!m) return;
+    kipp_model_release_pools(m);
     if (m->backend) m->backend->model_destroy(m->backend_state);
     kipp_tokenizer_destroy(m->tokenizer);
     kipp_vocab_index_free(m->vocab_index);
@@ -109,4 +112,91 @@ int kipp_tokenize(const kipp_model *m, const char *text, size_t length,
     if (!m || (!text && length) || !ids || !n_ids)
         return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_tokenize: NULL argument");
     return kipp_tokenizer_encode(m->tokenizer, text ? text : "", length, ids, n_ids, err);
+}
+
+/* ---- the shared KV pool ------------------------------------------------ */
+
+/* Pool creation is rare (once per format per model) and session counting
+ * cheap: one process-wide lock keeps kipp_model free of a mutex that
+ * in-memory test models would have to initialise. */
+static pthread_mutex_t pool_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint32_t kipp_model_pool_blocks(const kipp_model *m, kipp_kv_quant quant) {
+    const kipp_checkpoint *c = m->artifact.checkpoint;
+    uint64_t per_block = (uint64_t)kipp_kv_bytes_per_position(c->layers, quant) * KIPP_KV_BLOCK;
+    uint64_t blocks = m->kv_pool_mib
+                          ? ((uint64_t)m->kv_pool_mib << 20) / per_block
+                          : ((uint64_t)c->context + KIPP_KV_BLOCK - 1) / KIPP_KV_BLOCK;
+    if (blocks == 0) blocks = 1; /* a pool smaller than one block still holds one */
+    if (blocks > (1u << 30)) blocks = 1u << 30;
+    return (uint32_t)blocks;
+}
+
+int kipp_model_pool(kipp_model *m, kipp_kv_quant quant, kipp_kv_pool **out, kipp_error *err) {
+    if (quant != KIPP_KV_BF16 && quant != KIPP_KV_Q8_0)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "unknown KV cache format %d", (int)quant);
+    pthread_mutex_lock(&pool_create_lock);
+    int rc = KIPP_OK;
+    kipp_kv_pool *p = m->pools[quant];
+    if (!p) {
+        const kipp_checkpoint *c = m->artifact.checkpoint;
+        uint32_t n = kipp_model_pool_blocks(m, quant);
+        uint64_t per_block = (uint64_t)kipp_kv_bytes_per_position(c->layers, quant) * KIPP_KV_BLOCK;
+        p = kipp_calloc(1, sizeof *p, err);
+        rc = p ? kipp_kv_pool_create(p, n, quant, per_block, err) : KIPP_E_MEMORY;
+        if (!rc) rc = m->backend->kv_create(m->backend_state, quant, n, err);
+        if (rc) {
+            if (p) kipp_kv_pool_destroy(p);
+            free(p);
+            p = NULL;
+        }
+        m->pools[quant] = p;
+    }
+    pthread_mutex_unlock(&pool_create_lock);
+    *out = p;
+    return rc;
+}
+
+void kipp_model_count_session(kipp_model *m, int delta) {
+    pthread_mutex_lock(&pool_create_lock);
+    m->live_sessions += delta;
+    pthread_mutex_unlock(&pool_create_lock);
+}
+
+void kipp_model_release_pools(kipp_model *m) {
+    for (int i = 0; i < 2; i++) {
+        kipp_kv_pool_destroy(m->pools[i]);
+        free(m->pools[i]);
+        m->pools[i] = NULL;
+    }
+}
+
+int kipp_pool_stats_get(kipp_model *m, kipp_kv_quant quant, kipp_pool_stats *out,
+                        kipp_error *err) {
+    if (!m || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_pool_stats_get: NULL argument");
+    if (quant != KIPP_KV_BF16 && quant != KIPP_KV_Q8_0)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "unknown KV cache format %d", (int)quant);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&pool_create_lock);
+    kipp_kv_pool *p = m->pools[quant];
+    pthread_mutex_unlock(&pool_create_lock);
+    if (p) {
+        kipp_kv_pool_stats(p, out);
+        return KIPP_OK;
+    }
+    const kipp_checkpoint *c = m->artifact.checkpoint;
+    out->block_positions = KIPP_KV_BLOCK;
+    out->bytes_per_block = (uint64_t)kipp_kv_bytes_per_position(c->layers, quant) * KIPP_KV_BLOCK;
+    out->blocks_total = out->blocks_free = kipp_model_pool_blocks(m, quant);
+    return KIPP_OK;
+}
+
+uint32_t kipp_pool_match_length(kipp_model *m, kipp_kv_quant quant, const int32_t *tokens,
+                                size_t n) {
+    if (!m || !tokens || (quant != KIPP_KV_BF16 && quant != KIPP_KV_Q8_0)) return 0;
+    pthread_mutex_lock(&pool_create_lock);
+    kipp_kv_pool *p = m->pools[quant];
+    pthread_mutex_unlock(&pool_create_lock);
+    if (!p) return 0;
+    return kipp_kv_pool_match(p, tokens, n, UINT32_MAX, false, NULL) * KIPP_KV_BLOCK;
 }

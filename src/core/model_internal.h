@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "core/artifact.h"
+#include "core/kv_pool.h"
 #include "core/tokenizer.h"
 #include "kipp.h"
 
@@ -18,6 +19,10 @@ struct kipp_model {
     /* normal tokens sorted by bytes, for grammar masks; built on first use
      * (core/grammar.c) */
     struct kipp_vocab_index *vocab_index;
+    uint32_t kv_pool_mib;          /* from kipp_model_options; 0 = one context */
+    /* The shared KV pool, one per format, made at its first session
+     * (kipp_model_pool); the backend holds the matching K/V store. */
+    kipp_kv_pool *pools[2];
 };
 
 void kipp_vocab_index_free(struct kipp_vocab_index *v);
@@ -29,5 +34,16 @@ void kipp_vocab_index_free(struct kipp_vocab_index *v);
  * core never names a backend. */
 int kipp_model_open_with(const char *path, const kipp_model_options *options,
                          const kipp_backend_ops *ops, kipp_model **out, kipp_error *err);
+
+/* The model's pool for `quant`, created (with the backend's store) on first
+ * use. Thread-safe. */
+int kipp_model_pool(kipp_model *m, kipp_kv_quant quant, kipp_kv_pool **out, kipp_error *err);
+/* Blocks a pool of this model gets for `quant` (kv_pool_mib or one context). */
+uint32_t kipp_model_pool_blocks(const kipp_model *m, kipp_kv_quant quant);
+/* live_sessions += delta, under the model lock (sessions of one model may
+ * be created and destroyed on different threads). */
+void kipp_model_count_session(kipp_model *m, int delta);
+/* Frees the pools' bookkeeping (model close; in-memory test models). */
+void kipp_model_release_pools(kipp_model *m);
 
 #endif

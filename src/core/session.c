@@ -1,13 +1,20 @@
-/* Sessions (DESIGN §6, §8): an independent timeline over one model, owning
- * its paged KV cache. This file checks every argument and capacity before
- * the backend runs, and advances lengths only after the whole kipp_eval call
- * succeeded, so on any error no session changes. */
+/* Sessions (DESIGN §6, §8): an independent timeline over one model. Core
+ * keeps its length, capacity, token ids and block table; the blocks come
+ * from the model's shared pool (core/kv_pool.h) as the session grows, and
+ * their K/V bytes belong to the backend. This file checks every argument,
+ * capacity and block before the backend runs, and advances lengths only
+ * after the whole kipp_eval call succeeded, so on any error no session
+ * changes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "core/model_internal.h"
 #include "core/session_internal.h"
+
+static uint32_t blocks_for(uint64_t positions) {
+    return (uint32_t)((positions + KIPP_KV_BLOCK - 1) / KIPP_KV_BLOCK);
+}
 
 int kipp_session_create(kipp_model *model, const kipp_session_options *options,
                         kipp_session **out, kipp_error *err) {
@@ -31,31 +38,50 @@ int kipp_session_create(kipp_model *model, const kipp_session_options *options,
         return kipp_fail(err, KIPP_E_UNSUPPORTED,
                          "backend '%s' has no Q8_0 KV cache (use the BF16 cache or the ref "
                          "backend)", model->backend->name);
+    kipp_kv_pool *pool = NULL;
+    int rc = kipp_model_pool(model, options->kv_quant, &pool, err);
+    if (rc) return rc;
 
     kipp_session *s = kipp_calloc(1, sizeof *s, err);
     if (!s) return KIPP_E_MEMORY;
     s->model = model;
-    int rc = kipp_kv_create_quant(&s->kv, c->layers, capacity, options->kv_quant, err);
+    s->pool = pool;
+    s->kv.capacity = capacity;
+    s->kv.max_blocks = blocks_for(capacity);
+    s->kv.quant = options->kv_quant;
+    /* The table and ids are small (4 bytes per block, per position); the
+     * K/V itself is taken from the pool only as the session grows. */
+    s->kv.block_table = kipp_calloc(s->kv.max_blocks, sizeof *s->kv.block_table, err);
+    s->tokens = s->kv.block_table ? kipp_calloc(capacity, sizeof *s->tokens, err) : NULL;
+    rc = s->tokens ? model->backend->session_create(model->backend_state, &s->kv,
+                                                    &s->backend_state, err)
+                   : KIPP_E_MEMORY;
     if (rc) {
+        free(s->tokens);
+        free(s->kv.block_table);
         free(s);
         return rc;
     }
-    rc = model->backend->session_create(model->backend_state, &s->kv, &s->backend_state, err);
-    if (rc) {
-        kipp_kv_destroy(&s->kv);
-        free(s);
-        return rc;
-    }
-    model->live_sessions++;
+    kipp_model_count_session(model, +1);
     *out = s;
     return KIPP_OK;
+}
+
+/* Gives every block back to the pool (published ones stay findable). */
+static void drop_blocks(kipp_session *s, uint32_t keep) {
+    if (s->kv.n_blocks > keep)
+        kipp_kv_pool_release(s->pool, s->kv.block_table + keep, s->kv.n_blocks - keep);
+    s->kv.n_blocks = keep < s->kv.n_blocks ? keep : s->kv.n_blocks;
+    if (s->n_published > s->kv.n_blocks) s->n_published = s->kv.n_blocks;
 }
 
 void kipp_session_destroy(kipp_session *s) {
     if (!s) return;
     s->model->backend->session_destroy(s->model->backend_state, s->backend_state);
-    kipp_kv_destroy(&s->kv);
-    s->model->live_sessions--;
+    drop_blocks(s, 0);
+    free(s->kv.block_table);
+    free(s->tokens);
+    kipp_model_count_session(s->model, -1);
     free(s);
 }
 
@@ -63,17 +89,64 @@ uint32_t kipp_session_length(const kipp_session *s) { return s ? s->kv.length : 
 uint32_t kipp_session_capacity(const kipp_session *s) { return s ? s->kv.capacity : 0; }
 
 void kipp_session_reset(kipp_session *s) {
-    if (s) s->kv.length = 0;
+    if (!s) return;
+    drop_blocks(s, 0);
+    s->kv.length = 0;
 }
 
-/* Positions >= length become unreachable; the next append overwrites them. */
+/* Blocks wholly past the new length go back to the pool. If the new last
+ * block is partial and shared (adopted or published), its first positions
+ * are copied into a private block, which is cheaper than recomputing up to
+ * 31 positions and gives the same bytes; shared state is never written. */
 int kipp_session_truncate(kipp_session *s, uint32_t length, kipp_error *err) {
     if (!s) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_session_truncate: NULL session");
     if (length > s->kv.length)
         return kipp_fail(err, KIPP_E_ARGUMENT,
                          "cannot truncate a session of length %u to %u (longer)",
                          s->kv.length, length);
+    uint32_t keep = blocks_for(length), tail = length % KIPP_KV_BLOCK;
+    if (tail && keep <= s->kv.n_blocks &&
+        kipp_kv_pool_is_shared(s->pool, s->kv.block_table[keep - 1])) {
+        uint32_t fresh, old = s->kv.block_table[keep - 1];
+        int rc = kipp_kv_pool_alloc(s->pool, 1, &fresh, err);
+        if (rc) return kipp_fail_prefix(err, "truncating into a shared block");
+        s->model->backend->kv_copy(s->model->backend_state, s->kv.quant, fresh, old, tail);
+        s->kv.block_table[keep - 1] = fresh;
+        kipp_kv_pool_release(s->pool, &old, 1);
+    }
+    drop_blocks(s, keep);
+    if (s->n_published > length / KIPP_KV_BLOCK) s->n_published = length / KIPP_KV_BLOCK;
     s->kv.length = length;
+    return KIPP_OK;
+}
+
+int kipp_session_match_prefix(kipp_session *s, const int32_t *tokens, size_t n,
+                              uint32_t *n_adopted, kipp_error *err) {
+    if (!s || (n && !tokens) || !n_adopted)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_session_match_prefix: NULL argument");
+    *n_adopted = 0;
+    if (s->kv.length != 0 || s->kv.n_blocks != 0)
+        return kipp_fail(err, KIPP_E_ARGUMENT,
+                         "kipp_session_match_prefix: the session is not empty (length %u); "
+                         "reset it first", s->kv.length);
+    /* Whole blocks within the capacity only (the last block of a capacity
+     * that is not a multiple of 32 is never full). */
+    uint32_t got = kipp_kv_pool_match(s->pool, tokens, n, s->kv.capacity / KIPP_KV_BLOCK, true,
+                                      s->kv.block_table);
+    s->kv.n_blocks = got;
+    s->n_published = got;
+    s->kv.length = got * KIPP_KV_BLOCK;
+    if (s->kv.length) memcpy(s->tokens, tokens, s->kv.length * sizeof *tokens);
+    *n_adopted = s->kv.length;
+    return KIPP_OK;
+}
+
+int kipp_session_publish(kipp_session *s, kipp_error *err) {
+    if (!s) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_session_publish: NULL session");
+    uint32_t full = s->kv.length / KIPP_KV_BLOCK;
+    if (full > s->n_published)
+        s->n_published = kipp_kv_pool_publish(s->pool, s->kv.block_table, s->n_published, full,
+                                              s->tokens);
     return KIPP_OK;
 }
 
@@ -115,12 +188,66 @@ static int check_items(const kipp_model *model, const kipp_eval_item *items, siz
     return KIPP_OK;
 }
 
+/* Blocks item i needs beyond those its session holds. */
+static uint32_t blocks_needed(const kipp_eval_item *it) {
+    uint32_t want = blocks_for((uint64_t)it->session->kv.length + it->n_tokens);
+    return want > it->session->kv.n_blocks ? want - it->session->kv.n_blocks : 0;
+}
+
+/* Hands back the blocks taken since the mark (an eval that failed). */
+static void undo_growth(kipp_eval_item *items, size_t n_items) {
+    for (size_t i = 0; i < n_items; i++) {
+        kipp_session *s = items[i].session;
+        if (s->kv.n_blocks > s->eval_mark)
+            kipp_kv_pool_release(s->pool, s->kv.block_table + s->eval_mark,
+                                 s->kv.n_blocks - s->eval_mark);
+        s->kv.n_blocks = s->eval_mark;
+    }
+}
+
+/* Gives the items the blocks they are about to fill, all or nothing. The
+ * totals are checked first (per pool) so that a call that cannot succeed
+ * evicts nothing; a shortfall is KIPP_E_POOL_EXHAUSTED with no change. */
+static int grow_tables(kipp_model *model, kipp_eval_item *items, size_t n_items,
+                       kipp_error *err) {
+    uint64_t need[2] = {0, 0};
+    for (size_t i = 0; i < n_items; i++) {
+        items[i].session->eval_mark = items[i].session->kv.n_blocks;
+        need[items[i].session->kv.quant] += blocks_needed(&items[i]);
+    }
+    for (int q = 0; q < 2; q++) {
+        if (!need[q]) continue;
+        uint32_t avail = kipp_kv_pool_available(model->pools[q]);
+        if (need[q] > avail)
+            return kipp_fail(err, KIPP_E_POOL_EXHAUSTED,
+                             "KV pool exhausted: this eval needs %llu more blocks of %d "
+                             "positions, %u of %u are free (finish or destroy sessions, or "
+                             "open the model with a larger kv_pool_mib)",
+                             (unsigned long long)need[q], KIPP_KV_BLOCK, avail,
+                             model->pools[q]->n_blocks);
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        kipp_session *s = items[i].session;
+        uint32_t n = blocks_needed(&items[i]);
+        if (!n) continue;
+        int rc = kipp_kv_pool_alloc(s->pool, n, s->kv.block_table + s->kv.n_blocks, err);
+        if (rc) { /* another thread took blocks since the check */
+            undo_growth(items, n_items);
+            return rc;
+        }
+        s->kv.n_blocks += n;
+    }
+    return KIPP_OK;
+}
+
 int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items, kipp_error *err) {
     if (!model || (n_items && !items))
         return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_eval: NULL argument");
     if (!model->backend)
         return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_eval: the model was opened without a backend");
     int rc = check_items(model, items, n_items, err);
+    if (rc) return rc;
+    rc = grow_tables(model, items, n_items, err);
     if (rc) return rc;
 
     /* Batches of items go to the backend in fixed-size groups so that no
@@ -144,38 +271,40 @@ int kipp_eval(kipp_model *model, kipp_eval_item *items, size_t n_items, kipp_err
         }
         if (n) {
             rc = model->backend->eval(model->backend_state, group, n, err);
-            if (rc) return kipp_fail_prefix(err, "backend '%s' eval failed", model->backend->name);
+            if (rc) {
+                undo_growth(items, n_items);
+                return kipp_fail_prefix(err, "backend '%s' eval failed", model->backend->name);
+            }
         }
         start = end;
     }
-    /* Every item succeeded: only now do the sessions grow. */
-    for (size_t i = 0; i < n_items; i++) items[i].session->kv.length += items[i].n_tokens;
+    /* Every item succeeded: only now do the sessions grow. Their ids are
+     * kept for publishing (the key of a block is its tokens). */
+    for (size_t i = 0; i < n_items; i++) {
+        kipp_session *s = items[i].session;
+        if (items[i].n_tokens)
+            memcpy(s->tokens + s->kv.length, items[i].tokens,
+                   items[i].n_tokens * sizeof *items[i].tokens);
+        s->kv.length += items[i].n_tokens;
+    }
     return KIPP_OK;
 }
 
 /* ---- test hooks ------------------------------------------------------- */
 
-uint32_t kipp_session_block_count(const kipp_session *s) { return s ? s->kv.n_blocks : 0; }
+uint32_t kipp_session_block_count(const kipp_session *s) { return s ? s->kv.max_blocks : 0; }
 
 int kipp_session_set_block_table(kipp_session *s, const uint32_t *table, uint32_t n_blocks,
                                  kipp_error *err) {
     if (!s || !table) return kipp_fail(err, KIPP_E_ARGUMENT, "set_block_table: NULL argument");
-    if (s->kv.length != 0)
+    if (s->kv.length != 0 || s->kv.n_blocks != 0)
         return kipp_fail(err, KIPP_E_ARGUMENT, "set_block_table: session is not empty");
-    if (n_blocks != s->kv.n_blocks)
+    if (n_blocks > s->kv.max_blocks)
         return kipp_fail(err, KIPP_E_ARGUMENT, "set_block_table: %u blocks, session has %u",
-                         n_blocks, s->kv.n_blocks);
-    /* Check it is a permutation: every physical block used exactly once. */
-    uint8_t *seen = kipp_calloc(n_blocks, 1, err);
-    if (!seen) return KIPP_E_MEMORY;
-    for (uint32_t b = 0; b < n_blocks; b++) {
-        if (table[b] >= n_blocks || seen[table[b]]) {
-            free(seen);
-            return kipp_fail(err, KIPP_E_ARGUMENT, "set_block_table: not a permutation");
-        }
-        seen[table[b]] = 1;
-    }
-    free(seen);
+                         n_blocks, s->kv.max_blocks);
+    int rc = kipp_kv_pool_take(s->pool, table, n_blocks, err);
+    if (rc) return kipp_fail_prefix(err, "set_block_table");
     memcpy(s->kv.block_table, table, n_blocks * sizeof *table);
+    s->kv.n_blocks = n_blocks;
     return KIPP_OK;
 }

@@ -3,21 +3,26 @@
 #ifndef KIPP_SESSION_INTERNAL_H
 #define KIPP_SESSION_INTERNAL_H
 
-#include "core/kv.h"
+#include "core/kv_pool.h"
 #include "kipp.h"
 
 struct kipp_session {
     kipp_model *model;
-    kipp_kv_cache kv;    /* paged K/V (BF16 or Q8_0); kv.length is the session length */
+    kipp_kv_cache kv;    /* length, capacity, block table into the pool */
+    kipp_kv_pool *pool;  /* the model's pool for kv.quant */
+    int32_t *tokens;     /* [capacity] ids at positions 0..length: publishing keys */
+    uint32_t n_published; /* leading blocks of the table that are published */
+    uint32_t eval_mark;  /* kv.n_blocks before the current kipp_eval (undo) */
     void *backend_state; /* from the backend's session_create */
 };
 
-/* TEST HOOK: replace the block table of an EMPTY session (length 0) with
- * `table`, which must be a permutation of 0..n_blocks-1. Lets tests check
- * that a scrambled table gives bitwise the same logits as the identity. */
+/* TEST HOOK: give an EMPTY session (length 0, no blocks) the pool blocks
+ * `table` (each currently free), as its first n_blocks logical blocks.
+ * Lets tests check that a scrambled table gives bitwise the same logits as
+ * the identity. n_blocks may not exceed kipp_session_block_count. */
 int kipp_session_set_block_table(kipp_session *s, const uint32_t *table, uint32_t n_blocks,
                                  kipp_error *err);
-/* Number of blocks in the session's table. */
+/* Size of the session's block table: ceil(capacity / 32). */
 uint32_t kipp_session_block_count(const kipp_session *s);
 
 #endif

@@ -47,6 +47,9 @@ typedef struct cpu_model {
     const kipp_cpu_kernels *kern;
     kipp_pool *pool;
     pthread_mutex_t lock; /* one eval at a time: the scratch below is shared */
+    /* The K/V bytes of the model's pool, one store per format (kv_create);
+     * rows reach them only through their session's block table. */
+    kipp_kv_store kv[2];
     double rope_freq[HALF_DIM]; /* theta^(-2i/128), as the oracle */
     uint32_t H, A, F, group;    /* hidden, heads*128, ffn, query heads per KV head */
 
@@ -93,6 +96,8 @@ static void cpu_model_destroy(void *state) {
     if (!m) return;
     kipp_pool_destroy(m->pool);
     pthread_mutex_destroy(&m->lock);
+    kipp_kv_store_destroy(&m->kv[0]);
+    kipp_kv_store_destroy(&m->kv[1]);
     free(m->x);
     free(m->xn);
     free(m->q);
@@ -193,6 +198,28 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     return KIPP_OK;
 }
 
+static int cpu_kv_create(void *state, kipp_kv_quant quant, uint32_t n_blocks, kipp_error *err) {
+    cpu_model *m = state;
+    return kipp_kv_store_create(&m->kv[quant], m->ckpt->layers, n_blocks, quant, err);
+}
+
+static void cpu_kv_copy(void *state, kipp_kv_quant quant, uint32_t dst, uint32_t src,
+                        uint32_t n_positions) {
+    cpu_model *m = state;
+    pthread_mutex_lock(&m->lock); /* not while an eval writes the store */
+    kipp_kv_store_copy(&m->kv[quant], dst, src, n_positions);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* KV addressing: the pool store of row r's session and the element offset
+ * of (layer, row's position) in it, through the session's block table. */
+static inline kipp_kv_store *row_store(cpu_model *m, uint32_t r) {
+    return &m->kv[m->row_kv[r]->quant];
+}
+static inline size_t row_kv_offset(cpu_model *m, uint32_t r) {
+    return kipp_kv_row_offset(row_store(m, r), m->row_kv[r]->block_table, m->layer, m->row_pos[r]);
+}
+
 /* The session's state lives in its KV cache; scratch is per model. */
 static int cpu_session_create(void *state, kipp_kv_cache *kv, void **out, kipp_error *err) {
     *out = NULL;
@@ -291,18 +318,16 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
         const float *vh = row(m->v, KIPP_KV_ROW, r) + (size_t)kvh * KIPP_HEAD_DIM;
         kr->rmsnorm(kh, kh, g->L->attn_k_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
         kr->rope(kh, cs, cs + HALF_DIM);
-        kipp_kv_cache *kv = m->row_kv[r];
-        if (kv->quant == KIPP_KV_Q8_0) { /* one head = 4 whole Q8_0 blocks */
-            size_t qoff = kipp_kv_qrow_offset(kv, m->layer, m->row_pos[r]) +
-                          (size_t)kvh * KIPP_KV_HEAD_QBLOCKS;
-            kipp_quantize_q8_0(kh, KIPP_HEAD_DIM, kv->kq + qoff);
-            kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, kv->vq + qoff);
+        kipp_kv_store *st = row_store(m, r);
+        size_t off = row_kv_offset(m, r) + (size_t)kvh * KIPP_HEAD_DIM;
+        if (st->quant == KIPP_KV_Q8_0) { /* one head = 4 whole Q8_0 blocks */
+            kipp_quantize_q8_0(kh, KIPP_HEAD_DIM, st->kq + off / KIPP_QBLOCK);
+            kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, st->vq + off / KIPP_QBLOCK);
             continue;
         }
-        size_t off = kipp_kv_row_offset(kv, m->layer, m->row_pos[r]) + (size_t)kvh * KIPP_HEAD_DIM;
         for (int i = 0; i < KIPP_HEAD_DIM; i++) {
-            kv->k[off + i] = kipp_f32_to_bf16(kh[i]);
-            kv->v[off + i] = kipp_f32_to_bf16(vh[i]);
+            st->k[off + i] = kipp_f32_to_bf16(kh[i]);
+            st->v[off + i] = kipp_f32_to_bf16(vh[i]);
         }
     }
 }
@@ -323,18 +348,18 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
          * most K/V reads in a long prefill. Same arithmetic either way. */
         uint32_t r = t % g->n_rows, kvh = t / g->n_rows;
         const kipp_kv_cache *kv = m->row_kv[r];
-        size_t layer_off = (size_t)m->layer * kv->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW +
-                           (size_t)kvh * KIPP_HEAD_DIM;
+        const kipp_kv_store *st = row_store(m, r);
+        size_t layer_off = kipp_kv_layer_offset(st, m->layer) + (size_t)kvh * KIPP_HEAD_DIM;
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
         float *out = row(m->attn, m->A, r) + off;
-        if (kv->quant == KIPP_KV_Q8_0) /* same positions, in blocks of 32 values */
+        if (st->quant == KIPP_KV_Q8_0) /* same positions, in blocks of 32 values */
             kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
-                                    kv->kq + layer_off / KIPP_QBLOCK,
-                                    kv->vq + layer_off / KIPP_QBLOCK, kv->block_table,
+                                    st->kq + layer_off / KIPP_QBLOCK,
+                                    st->vq + layer_off / KIPP_QBLOCK, kv->block_table,
                                     m->row_pos[r] + 1, scale, out, scratch);
         else
-            m->kern->attention(row(m->q, m->A, r) + off, m->group, kv->k + layer_off,
-                               kv->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale,
+            m->kern->attention(row(m->q, m->A, r) + off, m->group, st->k + layer_off,
+                               st->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale,
                                out, scratch);
         pack_slice(m, 0, row(m->attn, m->A, r), off, m->group * KIPP_HEAD_DIM, r);
     }
@@ -490,5 +515,7 @@ const kipp_backend_ops kipp_backend_cpu = {
     .session_create = cpu_session_create,
     .session_destroy = cpu_session_destroy,
     .eval = cpu_eval,
+    .kv_create = cpu_kv_create,
+    .kv_copy = cpu_kv_copy,
     .kv_q8_0 = true,
 };

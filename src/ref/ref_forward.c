@@ -24,6 +24,9 @@
 typedef struct ref_model {
     const kipp_checkpoint *ckpt;
     const kipp_weights *w;
+    /* The K/V bytes of the model's pool, one store per format (kv_create);
+     * sessions reach them only through their block tables. */
+    kipp_kv_store kv[2];
     /* theta^(-2i/128) for the 64 rotate-half pairs, in double so that the
      * angle pos * freq stays accurate at long positions. */
     double rope_freq[HALF_DIM];
@@ -68,7 +71,24 @@ static int ref_model_create(const kipp_artifact *a, const kipp_model_options *op
     return KIPP_OK;
 }
 
-static void ref_model_destroy(void *state) { free(state); }
+static void ref_model_destroy(void *state) {
+    ref_model *m = state;
+    if (!m) return;
+    kipp_kv_store_destroy(&m->kv[0]);
+    kipp_kv_store_destroy(&m->kv[1]);
+    free(m);
+}
+
+static int ref_kv_create(void *state, kipp_kv_quant quant, uint32_t n_blocks, kipp_error *err) {
+    ref_model *m = state;
+    return kipp_kv_store_create(&m->kv[quant], m->ckpt->layers, n_blocks, quant, err);
+}
+
+static void ref_kv_copy(void *state, kipp_kv_quant quant, uint32_t dst, uint32_t src,
+                        uint32_t n_positions) {
+    ref_model *m = state;
+    kipp_kv_store_copy(&m->kv[quant], dst, src, n_positions);
+}
 
 static void scratch_free(ref_scratch *s) {
     if (!s) return;
@@ -124,8 +144,9 @@ static void rope_head(float *h, const float *cos_t, const float *sin_t) {
 /* One token at position pos: writes its K/V into the cache and, if logits
  * is not NULL, the 151,936 next-token logits. Positions 0..pos-1 must
  * already be in the cache. */
-static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
+static void forward_token(ref_model *m, ref_scratch *s, const kipp_kv_cache *kv,
                           int32_t token, uint32_t pos, float *logits) {
+    kipp_kv_store *st = &m->kv[kv->quant]; /* the pool's bytes; kv->block_table maps */
     const kipp_checkpoint *c = m->ckpt;
     const kipp_weights *w = m->w;
     const size_t H = c->hidden, F = c->ffn;
@@ -167,7 +188,7 @@ static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
          * (BF16, or Q8_0 blocks along head_dim). Attention below reads them
          * back from the cache like every earlier position, decoded to FP32
          * one head at a time. */
-        kipp_kv_store(kv, l, pos, s->k, s->v);
+        kipp_kv_write(st, kv->block_table, l, pos, s->k, s->v);
 
         /* Causal grouped-query attention: query head h reads KV head
          * h / group over positions 0..pos. */
@@ -176,7 +197,7 @@ static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
             const float *qh = s->q + (size_t)h * KIPP_HEAD_DIM;
             uint32_t g = h / group;
             for (uint32_t t = 0; t <= pos; t++) {
-                kipp_kv_load_head(kv, 0, l, t, g, head);
+                kipp_kv_load_head(st, kv->block_table, 0, l, t, g, head);
                 float dot = 0.0f;
                 for (int i = 0; i < KIPP_HEAD_DIM; i++) dot += qh[i] * head[i];
                 s->scores[t] = dot * scale;
@@ -185,7 +206,7 @@ static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
             float *out = s->attn + (size_t)h * KIPP_HEAD_DIM;
             memset(out, 0, KIPP_HEAD_DIM * sizeof(float));
             for (uint32_t t = 0; t <= pos; t++) {
-                kipp_kv_load_head(kv, 1, l, t, g, head);
+                kipp_kv_load_head(st, kv->block_table, 1, l, t, g, head);
                 for (int i = 0; i < KIPP_HEAD_DIM; i++) out[i] += s->scores[t] * head[i];
             }
         }
@@ -214,7 +235,7 @@ static void forward_token(const ref_model *m, ref_scratch *s, kipp_kv_cache *kv,
  * (the fast backends batch them so each weight is read once per step).
  * Only the last n_logits positions of an item pay for the output head. */
 static int ref_eval(void *state, kipp_backend_item *items, size_t n_items, kipp_error *err) {
-    const ref_model *m = state;
+    ref_model *m = state;
     for (size_t it = 0; it < n_items; it++) {
         kipp_backend_item *item = &items[it];
         uint32_t first_logit = item->n_tokens - item->n_logits;
@@ -236,5 +257,7 @@ const kipp_backend_ops kipp_backend_ref = {
     .session_create = ref_session_create,
     .session_destroy = ref_session_destroy,
     .eval = ref_eval,
+    .kv_create = ref_kv_create,
+    .kv_copy = ref_kv_copy,
     .kv_q8_0 = true,
 };

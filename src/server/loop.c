@@ -373,6 +373,19 @@ static void put_http_metrics(json_buf *b, const server *s) {
                           "# TYPE kipp_http_connections gauge\nkipp_http_connections %u\n", open);
 }
 
+static void append_histogram(json_buf *b, const char *name, const char *help,
+                             const sched_histogram *h, const double *bounds, int n) {
+    kipp_json_buf_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    unsigned long long cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += h->bucket[i];
+        kipp_json_buf_appendf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], cum);
+    }
+    cum += h->bucket[n];
+    kipp_json_buf_appendf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                          cum, name, h->sum, name, (unsigned long long)h->count);
+}
+
 static void handle_metrics(conn *c) {
     server *s = c->srv;
     sched_metrics m;
@@ -388,14 +401,48 @@ static void handle_metrics(conn *c) {
     for (int k = 2; k <= 5; k++)
         kipp_json_buf_appendf(&b, "kipp_http_responses_total{class=\"%dxx\"} %llu\n", k,
                          (unsigned long long)s->status_class[k]);
+    const kipp_pool_stats *ps = &m.pool;
     struct { const char *name, *type, *help; unsigned long long v; } rows[] = {
+        /* Request-level names of DESIGN §8 / issue 10 (what a router reads). */
+        {"kipp_requests_total", "counter", "Completion requests accepted by the scheduler.",
+         m.jobs_submitted},
+        {"kipp_requests_failed_total", "counter",
+         "Requests refused at submission (never fit) or failed in the engine.",
+         m.jobs_failed + m.jobs_rejected},
+        {"kipp_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+         m.prompt_tokens},
+        {"kipp_prompt_tokens_evaluated_total", "counter",
+         "Prompt (and recomputed) tokens evaluated, i.e. not adopted from the KV pool.",
+         m.prompt_tokens_evaluated},
+        {"kipp_generation_tokens_total", "counter", "Tokens sampled.", m.tokens_generated},
+        {"kipp_requests_running", "gauge", "Admitted requests not yet finished.", m.active_jobs},
+        {"kipp_batch_choices_running", "gauge",
+         "Choices with a session (one eval item each per step).", m.running_sequences},
+        {"kipp_requests_waiting", "gauge", "Requests queued for admission.", m.queued_jobs},
+        /* A constant; typed counter because Prometheus naming reserves the
+         * _total suffix for counters (promtool rejects a gauge with it). */
+        {"kipp_kv_pool_blocks_total", "counter", "Blocks of 32 positions in the KV pool (fixed).",
+         ps->blocks_total},
+        {"kipp_kv_pool_blocks_free", "gauge",
+         "KV pool blocks held by no session (includes cached reusable ones).", ps->blocks_free},
+        {"kipp_kv_pool_blocks_cached", "gauge",
+         "Published KV pool blocks held by no session: reusable until evicted.",
+         ps->blocks_cached},
+        {"kipp_kv_pool_reused_blocks_total", "counter", "KV pool blocks adopted instead of computed.",
+         ps->reused_blocks},
+        {"kipp_kv_pool_evicted_blocks_total", "counter",
+         "Published KV pool blocks evicted (least recently used) to make room.",
+         ps->evicted_blocks},
+        {"kipp_prefix_tokens_reused_total", "counter",
+         "Positions adopted from published prefixes by the scheduler.", m.prefix_tokens_reused},
+        {"kipp_preemptions_total", "counter",
+         "Choices preempted because the KV pool ran dry (recomputed later).", m.preemptions},
+        /* Older names, kept for existing dashboards and tests. */
         {"kipp_jobs_submitted_total", "counter", "Completion jobs queued.", m.jobs_submitted},
         {"kipp_jobs_completed_total", "counter", "Completion jobs finished.", m.jobs_completed},
         {"kipp_jobs_cancelled_total", "counter", "Jobs cancelled (client gone or too slow).",
          m.jobs_cancelled},
         {"kipp_jobs_failed_total", "counter", "Jobs that failed in the engine.", m.jobs_failed},
-        {"kipp_prompt_tokens_total", "counter", "Prompt tokens evaluated.",
-         m.prompt_tokens_evaluated},
         {"kipp_generated_tokens_total", "counter", "Tokens sampled.", m.tokens_generated},
         {"kipp_eval_calls_total", "counter", "Batched eval calls (one per scheduler step).",
          m.eval_calls},
@@ -405,17 +452,42 @@ static void handle_metrics(conn *c) {
         {"kipp_spec_accepted_tokens_total", "counter", "Drafted tokens the target kept.",
          m.spec_accepted},
         {"kipp_queued_jobs", "gauge", "Jobs waiting for admission.", m.queued_jobs},
-        {"kipp_active_sessions", "gauge", "Active sequences (one session per choice).",
+        {"kipp_active_sessions", "gauge", "Admitted choices not yet finished.",
          m.active_sequences},
-        {"kipp_kv_positions_reserved", "gauge", "KV positions reserved by active sessions.",
-         m.kv_reserved},
-        {"kipp_kv_positions_budget", "gauge", "KV position budget.", m.kv_budget},
+        {"kipp_kv_positions_reserved", "gauge", "KV positions held by sessions (whole blocks).",
+         (unsigned long long)ps->blocks_held * ps->block_positions},
+        {"kipp_kv_positions_budget", "gauge", "KV positions in the pool.",
+         (unsigned long long)ps->blocks_total * ps->block_positions},
         {"kipp_client_disconnects_total", "counter", "Connections dropped while a job ran.",
          s->disconnects},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         kipp_json_buf_appendf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help,
                          rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+    double usage = ps->blocks_total ? (double)ps->blocks_held / ps->blocks_total : 0;
+    kipp_json_buf_appendf(&b, "# HELP kipp_kv_pool_usage_ratio KV pool blocks held by sessions, 0-1.\n"
+                          "# TYPE kipp_kv_pool_usage_ratio gauge\nkipp_kv_pool_usage_ratio %.6f\n",
+                          usage);
+    struct { const char *name, *help; double sum; unsigned long long count; } sums[] = {
+        {"kipp_queue_wait_seconds", "Seconds from submission to admission.", m.queue_wait_sum,
+         m.queue_wait_count},
+        {"kipp_ttft_seconds", "Seconds from submission to the first sampled token.", m.ttft.sum,
+         m.ttft.count},
+    };
+    for (size_t i = 0; i < 2; i++)
+        kipp_json_buf_appendf(&b, "# HELP %s %s\n# TYPE %s summary\n%s_sum %.6f\n%s_count %llu\n",
+                              sums[i].name, sums[i].help, sums[i].name, sums[i].name, sums[i].sum,
+                              sums[i].name, sums[i].count);
+    kipp_json_buf_appendf(&b, "# HELP kipp_decode_seconds Seconds from first to last token of "
+                          "finished requests.\n# TYPE kipp_decode_seconds summary\n"
+                          "kipp_decode_seconds_sum %.6f\nkipp_decode_seconds_count %llu\n",
+                          m.decode_sum, (unsigned long long)m.jobs_completed);
+    append_histogram(&b, "kipp_time_to_first_token_seconds",
+                     "Time to first token (from submission), seconds.", &m.ttft,
+                     sched_ttft_bounds, SCHED_TTFT_BUCKETS);
+    append_histogram(&b, "kipp_time_per_output_token_seconds",
+                     "Mean seconds per output token after the first, per request.", &m.tpot,
+                     sched_tpot_bounds, SCHED_TPOT_BUCKETS);
     put_http_metrics(&b, s);
     respond(c, 200, "text/plain; version=0.0.4", b.data, b.length, NULL);
     kipp_json_buf_free(&b);
@@ -594,6 +666,9 @@ static void route(conn *c, const http_request *req) {
     }
     static const struct { const char *path, *method; endpoint ep; } ROUTES[] = {
         {"/healthz", "GET", EP_HEALTH},
+        /* /health: what routers probe (llm-d, Kubernetes). The model is loaded
+         * before the listener opens, so it is 200 whenever it answers. */
+        {"/health", "GET", EP_HEALTH},
         {"/metrics", "GET", EP_METRICS},
         {"/v1/models", "GET", EP_MODELS},
         {"/v1/completions", "POST", EP_COMPLETIONS},
@@ -989,7 +1064,7 @@ int server_run(const server_config *cfg) {
     s.limits.context = cfg->context;
     s.http = (http_limits){.max_head_bytes = MAX_HEAD_BYTES, .max_body_bytes = cfg->max_body_bytes};
     for (int i = 0; i < N_SLOTS; i++) s.conns[i].srv = &s;
-    sched_config sc = {.max_sequences = cfg->max_sequences, .kv_budget = cfg->kv_budget,
+    sched_config sc = {.max_sequences = cfg->max_sequences,
                        .prefill_chunk = 256, .step_prefill_budget = 512,
                        .kv_quant = cfg->kv_quant, .spec = cfg->spec};
     kipp_error err = {0};

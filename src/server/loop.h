@@ -18,7 +18,6 @@ typedef struct server_config {
     int port;                /* 0 = any free port (announced on stderr) */
     uint32_t max_sequences;  /* active choices at once */
     uint32_t context;        /* positions per session (prompt + max_tokens) */
-    uint64_t kv_budget;      /* positions over all sessions */
     kipp_kv_quant kv_quant;
     size_t max_body_bytes;
     /* Per-connection deadlines, in seconds (see loop.c for what each bounds). */

@@ -1,12 +1,20 @@
 /* FIFO scheduler; see scheduler.h for the contract.
  *
- * Choice life cycle (one kipp session each):
- *   PREFILL  prompt chunks are evaluated; the last chunk asks for 1 logits row
- *   DECODE   the token sampled from the previous row is evaluated (1 row)
- *   DONE     session destroyed, KV budget released
+ * Choice life cycle. A choice's tokens are toks[0..n_toks): the prompt, then
+ * every sampled token; `done` of them are in its session. It is
+ *   WAIT     admitted but without a session: choices 1..n-1 until choice 0
+ *            has published the prompt, or a choice preempted for KV
+ *   RUN      with a session that first adopted the longest published prefix
+ *            of toks; each step evaluates a chunk of toks[done..n_toks)
+ *            (a prefill chunk, or the 1 token sampled last) and the chunk
+ *            that reaches n_toks asks for 1 logits row, which is sampled
+ *   DONE     blocks published, session destroyed
+ * A preempted choice keeps toks and its sampler, so recomputing it and
+ * sampling on is exactly what it would have done without the preemption.
  * A step samples from every row it produced, so a choice yields one token
- * per step once its prompt is in. The final sampled token is never
- * evaluated - so greedy output equals `kipp generate --temperature 0`.
+ * per step once its prompt is in. Like `kipp generate`, the prompt tokens
+ * are fed to the sampler's penalty window, and the final sampled token is
+ * never evaluated - so greedy output equals `kipp generate --temperature 0`.
  *
  * Penalties: unlike `kipp generate`/`kipp chat` (llama.cpp-style, prompt in
  * the window), only generated tokens enter a choice's penalty window, as
@@ -30,7 +38,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum seq_state { SEQ_PREFILL, SEQ_DECODE, SEQ_DONE } seq_state;
+typedef enum seq_state { SEQ_WAIT, SEQ_RUN, SEQ_DONE } seq_state;
 
 typedef struct seq {
     seq_state state;
@@ -38,11 +46,14 @@ typedef struct seq {
     kipp_session *session;
     kipp_sampler *sampler;
     kipp_detok_stream *detok;
+    int32_t *toks;     /* [n_prompt + max_tokens + 1]: prompt, then sampled ids */
+    uint32_t n_toks;
+    uint32_t done;     /* toks in the session */
+    uint64_t serial;   /* when it last got a session: the newest is preempted first */
     kipp_grammar_state *grammar; /* NULL = unconstrained */
-    uint32_t prompt_done; /* prompt tokens evaluated */
-    int32_t pending;      /* sampled, to be evaluated next step */
-    kipp_spec *spec;      /* NULL unless the server speculates */
-    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT]; /* pending + drafts of this step */
+    kipp_spec *spec;   /* NULL unless the server speculates (remade at each start) */
+    int32_t draft[1 + KIPP_SPEC_MAX_DRAFT]; /* pending + drafts of this step */
+    uint32_t n_draft;  /* 0 = not drafted this step */
     uint32_t generated;
     char *text; /* generated text so far (stop-string search), [text_len] */
     size_t text_len, text_cap, emitted;
@@ -63,6 +74,7 @@ struct sched_job {
     void *owner;
     double t_submit, t_admit, t_first, t_last;
     uint32_t completion_tokens;
+    bool prompt_published; /* choice 0 has its prompt in and published it */
     bool failed;
     char failure[600];
     seq seqs[SCHED_MAX_CHOICES];
@@ -74,8 +86,9 @@ struct sched {
     sched_config cfg;
     sched_job *queue_head, *queue_tail;
     sched_job *active_head; /* in admission order */
-    uint32_t active_sequences;
-    uint64_t kv_reserved;
+    uint32_t active_sequences;  /* choices of admitted jobs not yet done */
+    uint32_t running_sequences; /* of those, with a session */
+    uint64_t serial;
     float *logits;          /* [max_sequences][rows_per_item][KIPP_VOCAB_SIZE] */
     uint32_t rows_per_item; /* 1, or 1 + K when speculating */
     float *raw;             /* [KIPP_VOCAB_SIZE]: a row before the sampler edits it */
@@ -84,6 +97,19 @@ struct sched {
     sched_job **item_job;
     sched_metrics m;
 };
+
+const double sched_ttft_bounds[SCHED_TTFT_BUCKETS] = {0.05, 0.1, 0.25, 0.5, 1,
+                                                      2.5,  5,   10,   30,  60};
+const double sched_tpot_bounds[SCHED_TPOT_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1,
+                                                      0.25,  0.5,  1,     2.5};
+
+static void observe(sched_histogram *h, const double *bounds, int n_bounds, double v) {
+    int b = 0;
+    while (b < n_bounds && v > bounds[b]) b++;
+    h->bucket[b]++;
+    h->sum += v;
+    h->count++;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -101,7 +127,7 @@ static int fail(kipp_error *err, int code, const char *msg) {
 
 int sched_create(kipp_model *model, const sched_config *config, sched **out, kipp_error *err) {
     *out = NULL;
-    if (!model || !config || config->max_sequences == 0 || config->kv_budget == 0 ||
+    if (!model || !config || config->max_sequences == 0 ||
         config->prefill_chunk == 0 || config->step_prefill_budget == 0)
         return fail(err, KIPP_E_ARGUMENT, "scheduler: bad configuration");
     sched *s = calloc(1, sizeof *s);
@@ -121,22 +147,30 @@ int sched_create(kipp_model *model, const sched_config *config, sched **out, kip
         sched_destroy(s);
         return fail(err, KIPP_E_MEMORY, "scheduler: out of memory for logits");
     }
-    s->m.kv_budget = config->kv_budget;
     *out = s;
     return KIPP_OK;
 }
 
+/* Publishes the session's full blocks (for later requests, the next turn,
+ * or this choice's own recompute) and gives the session back. */
+static void drop_session(sched *s, seq *q) {
+    if (!q->session) return;
+    kipp_error err;
+    kipp_session_publish(q->session, &err);
+    kipp_session_destroy(q->session);
+    q->session = NULL;
+    q->done = 0;
+    kipp_spec_destroy(q->spec); /* its context follows the session: remade at restart */
+    q->spec = NULL;
+    q->n_draft = 0;
+    s->running_sequences--;
+}
+
 static void release_seq(sched *s, sched_job *j, seq *q) {
-    if (q->session) {
-        kipp_session_destroy(q->session);
-        q->session = NULL;
-        s->kv_reserved -= j->capacity;
-        s->active_sequences--;
-    }
+    drop_session(s, q);
+    if (q->sampler) s->active_sequences--; /* made at admission, once */
     kipp_sampler_destroy(q->sampler);
     q->sampler = NULL;
-    kipp_spec_destroy(q->spec);
-    q->spec = NULL;
     kipp_detok_stream_destroy(q->detok);
     q->detok = NULL;
     kipp_grammar_state_destroy(q->grammar);
@@ -147,6 +181,7 @@ static void free_job(sched *s, sched_job *j) {
     for (uint32_t c = 0; c < j->n_choices; c++) {
         release_seq(s, j, &j->seqs[c]);
         free(j->seqs[c].text);
+        free(j->seqs[c].toks);
     }
     for (size_t k = 0; k < j->n_stops; k++) free(j->stops[k]);
     free(j->bias);
@@ -188,6 +223,7 @@ int sched_submit(sched *s, const sched_request *r, const sched_events *events, v
 
 static int submit(sched *s, const sched_request *r, const sched_events *events, void *owner,
                   sched_job **out, kipp_error *err) {
+    *out = NULL;
     if (!r->prompt || r->n_prompt == 0 || r->n_choices == 0 ||
         r->n_choices > SCHED_MAX_CHOICES || r->max_tokens == 0 || r->n_stops > SCHED_MAX_STOPS ||
         r->top_logprobs < -1 || r->top_logprobs > SCHED_MAX_TOP_LOGPROBS)
@@ -195,10 +231,33 @@ static int submit(sched *s, const sched_request *r, const sched_events *events, 
     uint64_t cap = (uint64_t)r->n_prompt + r->max_tokens;
     if (cap > s->ck->context)
         return fail(err, KIPP_E_CAPACITY, "prompt + max_tokens exceeds the context length");
-    if (r->n_choices > s->cfg.max_sequences || cap * r->n_choices > s->cfg.kv_budget)
-        return fail(err, KIPP_E_CAPACITY,
-                    "the request needs more KV positions (n * (prompt + max_tokens)) or "
-                    "sequences than this server's budget; lower n or max_tokens");
+    kipp_pool_stats ps;
+    kipp_pool_stats_get(s->model, s->cfg.kv_quant, &ps, NULL);
+    uint64_t pool_positions = (uint64_t)ps.blocks_total * ps.block_positions;
+    if (r->n_choices > s->cfg.max_sequences) {
+        s->m.jobs_rejected++;
+        if (err) {
+            err->code = KIPP_E_CAPACITY;
+            snprintf(err->message, sizeof err->message,
+                     "n = %u exceeds this server's %u sequences (--max-sessions); lower n",
+                     r->n_choices, s->cfg.max_sequences);
+        }
+        return KIPP_E_CAPACITY;
+    }
+    /* Each choice must fit the pool alone (prompt + max_tokens, whole
+     * blocks); choices together need not: preemption takes turns. */
+    if (((cap + ps.block_positions - 1) / ps.block_positions) * ps.block_positions >
+        pool_positions) {
+        s->m.jobs_rejected++;
+        if (err) {
+            err->code = KIPP_E_CAPACITY;
+            snprintf(err->message, sizeof err->message,
+                     "prompt + max_tokens = %llu positions exceeds this server's KV pool of %llu "
+                     "positions (--kv-pool-mib); lower max_tokens or shorten the prompt",
+                     (unsigned long long)cap, (unsigned long long)pool_positions);
+        }
+        return KIPP_E_CAPACITY;
+    }
     sched_job *j = calloc(1, sizeof *j);
     if (!j) return fail(err, KIPP_E_MEMORY, "out of memory");
     j->prompt = malloc(r->n_prompt * sizeof *j->prompt);
@@ -261,46 +320,116 @@ void sched_cancel(sched *s, sched_job *j) {
 
 bool sched_busy(const sched *s) { return s->queue_head || s->active_head; }
 
-/* Creates every choice's session, sampler and decoder, or fails the job. */
-static bool admit(sched *s, sched_job *j, kipp_error *err) {
+static uint32_t blocks_for(uint64_t positions) {
+    return (uint32_t)((positions + 31) / 32);
+}
+
+static uint32_t pool_free(const sched *s) {
+    kipp_pool_stats ps;
+    kipp_pool_stats_get(s->model, s->cfg.kv_quant, &ps, NULL);
+    return ps.blocks_free;
+}
+
+/* Free blocks a choice needs to start: its tokens' blocks that are not
+ * published, plus one to grow into. Optimistic (adopted blocks may be
+ * cached, i.e. counted as free); preemption corrects an overcommit. */
+static uint32_t start_need(sched *s, const int32_t *toks, uint32_t n) {
+    uint32_t matched = kipp_pool_match_length(s->model, s->cfg.kv_quant, toks, n - 1);
+    return blocks_for(n) - matched / 32 + 1;
+}
+
+/* Gives a choice a session that adopts the longest published prefix of its
+ * tokens (all but the last, whose logits it needs). */
+static bool seq_start(sched *s, sched_job *j, seq *q, kipp_error *err) {
     kipp_session_options so = {.capacity = j->capacity, .kv_quant = s->cfg.kv_quant};
-    for (uint32_t c = 0; c < j->n_choices; c++) {
-        seq *q = &j->seqs[c];
-        q->index = c;
-        q->state = SEQ_PREFILL;
+    if (kipp_session_create(s->model, &so, &q->session, err)) return false;
+    uint32_t got = 0;
+    if (kipp_session_match_prefix(q->session, q->toks, q->n_toks - 1, &got, err)) {
+        kipp_session_destroy(q->session);
+        q->session = NULL;
+        return false;
+    }
+    q->done = got;
+    /* A constrained choice decodes plainly: drafts are verified against the
+     * unmasked distribution, so the grammar would have to mask every
+     * verification row. The drafter's context is every token the target
+     * evaluates before the next sampled one: all of toks. */
+    if (s->cfg.spec.mode != KIPP_SPEC_OFF && !q->grammar) {
+        kipp_spec_options o = s->cfg.spec;
+        o.capacity = j->capacity;
         kipp_sampling sp = j->sampling;
-        sp.seed += c; /* n > 1: distinct but reproducible choices */
-        if (kipp_session_create(s->model, &so, &q->session, err)) return false;
-        s->kv_reserved += j->capacity;
-        s->active_sequences++;
-        if (kipp_sampler_create(&sp, &q->sampler, err) ||
-            kipp_detok_stream_create(s->model, &q->detok, err) ||
-            (j->grammar && kipp_grammar_state_create(j->grammar, &q->grammar, err)))
+        sp.seed += q->index;
+        if (kipp_spec_create(s->model, &o, &sp, &q->spec, err) ||
+            kipp_spec_set_context(q->spec, q->toks, q->n_toks, err)) {
+            kipp_spec_destroy(q->spec);
+            q->spec = NULL;
+            kipp_session_destroy(q->session);
+            q->session = NULL;
             return false;
-        /* A constrained choice decodes plainly: drafts are verified against
-         * the unmasked distribution, so the grammar would have to mask every
-         * verification row. */
-        if (s->cfg.spec.mode != KIPP_SPEC_OFF && !q->grammar) {
-            kipp_spec_options o = s->cfg.spec;
-            o.capacity = j->capacity;
-            if (kipp_spec_create(s->model, &o, &sp, &q->spec, err) ||
-                kipp_spec_set_context(q->spec, j->prompt, j->n_prompt, err))
-                return false;
         }
     }
+    q->state = SEQ_RUN;
+    q->serial = ++s->serial;
+    s->m.prefix_tokens_reused += got;
+    s->running_sequences++;
     return true;
 }
 
+/* Creates every choice's sampler, decoder and token list, and choice 0's
+ * session; the other choices wait for choice 0's published prompt. */
+static bool admit(sched *s, sched_job *j, kipp_error *err) {
+    for (uint32_t c = 0; c < j->n_choices; c++) {
+        seq *q = &j->seqs[c];
+        q->index = c;
+        q->state = SEQ_WAIT;
+        kipp_sampling sp = j->sampling;
+        sp.seed += c; /* n > 1: distinct but reproducible choices */
+        if (kipp_sampler_create(&sp, &q->sampler, err)) return false;
+        s->active_sequences++;
+        q->toks = malloc(((size_t)j->n_prompt + j->max_tokens + 1) * sizeof *q->toks);
+        if (!q->toks) {
+            fail(err, KIPP_E_MEMORY, "out of memory");
+            return false;
+        }
+        memcpy(q->toks, j->prompt, j->n_prompt * sizeof *q->toks);
+        q->n_toks = (uint32_t)j->n_prompt;
+        if (kipp_detok_stream_create(s->model, &q->detok, err) ||
+            (j->grammar && kipp_grammar_state_create(j->grammar, &q->grammar, err)))
+            return false;
+    }
+    return seq_start(s, j, &j->seqs[0], err);
+}
+
+static void fail_job(sched_job *j, const char *what, const char *message) {
+    j->failed = true;
+    snprintf(j->failure, sizeof j->failure, "%s: %s", what, message);
+}
+
+/* Waiting choices of admitted jobs first (preempted ones and n > 1 choices
+ * whose prompt is published), in admission order; then queued jobs, FIFO.
+ * Whoever does not fit waits, and nobody behind it overtakes it. */
 static void admit_waiting(sched *s) {
+    for (sched_job *j = s->active_head; j; j = j->next) {
+        for (uint32_t c = 0; c < j->n_choices && !j->failed; c++) {
+            seq *q = &j->seqs[c];
+            if (q->state != SEQ_WAIT || (c > 0 && !j->prompt_published)) continue;
+            if (start_need(s, q->toks, q->n_toks) > pool_free(s)) return;
+            kipp_error err = {0};
+            if (!seq_start(s, j, q, &err)) fail_job(j, "starting a choice", err.message);
+        }
+    }
     while (s->queue_head) {
         sched_job *j = s->queue_head;
         if (s->active_sequences + j->n_choices > s->cfg.max_sequences ||
-            s->kv_reserved + (uint64_t)j->capacity * j->n_choices > s->cfg.kv_budget)
+            start_need(s, j->prompt, (uint32_t)j->n_prompt) + j->n_choices - 1 > pool_free(s))
             return; /* strict FIFO: the head waits, nobody overtakes it */
         s->queue_head = j->next;
         if (!s->queue_head) s->queue_tail = NULL;
         j->next = NULL;
         j->t_admit = now();
+        s->m.queue_wait_sum += j->t_admit - j->t_submit;
+        s->m.queue_wait_count++;
+        s->m.prompt_tokens += j->n_prompt;
         kipp_error err = {0};
         if (!admit(s, j, &err)) {
             s->m.jobs_failed++;
@@ -402,12 +531,22 @@ static double raw_stats(const float *raw, uint32_t n, sched_token_info *info) {
     return mx + log(sum);
 }
 
-/* Token id for choice q, already accepted by its sampler; raw is the logits
- * row it came from, unedited. */
+/* Everything that follows the choice of token id for choice q: timing,
+ * log-probs (from raw, the row before the grammar mask and the sampler
+ * edited it), stop tokens and strings, length, and toks (the token is
+ * evaluated next step). */
 static void deliver(sched *s, sched_job *j, seq *q, int32_t id, const float *raw) {
     double t = now();
-    if (j->t_first == 0) j->t_first = t;
+    if (j->t_first == 0) {
+        j->t_first = t;
+        observe(&s->m.ttft, sched_ttft_bounds, SCHED_TTFT_BUCKETS, t - j->t_submit);
+    }
     j->t_last = t;
+    if (!j->prompt_published) { /* the prompt is in: let the other choices adopt it */
+        kipp_error err;
+        kipp_session_publish(q->session, &err);
+        j->prompt_published = true;
+    }
     sched_token_info info;
     double lse = 0;
     if (j->top_logprobs >= 0) {
@@ -440,24 +579,14 @@ static void deliver(sched *s, sched_job *j, seq *q, int32_t id, const float *raw
         finish_seq(s, j, q, "stop", false);
         return;
     }
-    if (q->generated >= j->max_tokens ||
-        kipp_session_length(q->session) >= kipp_session_capacity(q->session)) {
+    if (q->generated >= j->max_tokens || q->n_toks >= j->capacity) {
         finish_seq(s, j, q, "length", true);
         return;
     }
-    q->pending = id;
-    q->state = SEQ_DECODE;
+    q->toks[q->n_toks++] = id; /* evaluated next step */
 }
 
-static void fail_banned(sched_job *j) {
-    j->failed = true;
-    snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); nothing to "
-             "sample");
-}
-
-/* One sampled token for choice q from its logits row. Log-probs are those
- * of the raw distribution (copied before the grammar mask and the sampler
- * edit the row). */
+/* One sampled token for choice q from its logits row. */
 static void take_token(sched *s, sched_job *j, seq *q, float *row) {
     if (j->top_logprobs >= 0)
         memcpy(s->raw, row, KIPP_VOCAB_SIZE * sizeof(float)); /* the sampler edits row */
@@ -482,87 +611,133 @@ static void take_token(sched *s, sched_job *j, seq *q, float *row) {
 }
 
 /* A speculative step's rows for choice q: verification keeps the drafts the
- * target agrees with (rolling the session back over the rest) and yields
- * 1..n tokens, delivered in order until the choice finishes. Row i is the
- * raw distribution of output i, so log-probs are those of plain decoding. */
+ * target agrees with (rolling the session back over the rest, inside its
+ * private tail) and yields 1..n tokens, delivered in order until the choice
+ * finishes. Row i is the raw distribution of output i, so log-probs are
+ * those of plain decoding. */
 static void take_spec(sched *s, sched_job *j, seq *q, const kipp_eval_item *it) {
     int32_t out[1 + KIPP_SPEC_MAX_DRAFT];
     uint32_t n_out = 0;
     kipp_error err = {0};
+    q->n_draft = 0;
     if (kipp_spec_verify(q->spec, q->sampler, q->session, it->logits, out, &n_out, &err)) {
-        if (strstr(err.message, "banned")) {
-            fail_banned(j);
-        } else {
-            j->failed = true;
+        j->failed = true;
+        if (strstr(err.message, "banned"))
+            snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); "
+                     "nothing to sample");
+        else
             snprintf(j->failure, sizeof j->failure, "speculation failed: %s", err.message);
-        }
         return;
     }
+    q->done = kipp_session_length(q->session); /* pending + the accepted drafts */
     s->m.spec_drafted += it->n_tokens - 1;
     s->m.spec_accepted += n_out - 1;
     for (uint32_t i = 0; i < n_out && q->state != SEQ_DONE && !j->failed; i++)
         deliver(s, j, q, out[i], it->logits + (size_t)i * KIPP_VOCAB_SIZE);
 }
 
-void sched_step(sched *s) {
-    admit_waiting(s);
+/* The running choice that got its session last, or NULL. */
+static seq *newest_running(sched *s, sched_job **job) {
+    seq *best = NULL;
+    for (sched_job *j = s->active_head; j; j = j->next)
+        for (uint32_t c = 0; c < j->n_choices; c++) {
+            seq *q = &j->seqs[c];
+            if (q->session && (!best || q->serial > best->serial)) {
+                best = q;
+                *job = j;
+            }
+        }
+    return best;
+}
+
+/* One item per running choice: the chunk of toks[done..n_toks) this step
+ * evaluates. Returns the number of items. */
+static size_t build_items(sched *s) {
     size_t n = 0;
     uint32_t budget = s->cfg.step_prefill_budget;
     for (sched_job *j = s->active_head; j; j = j->next) {
+        if (j->failed) continue;
         for (uint32_t c = 0; c < j->n_choices; c++) {
             seq *q = &j->seqs[c];
-            kipp_eval_item *it = &s->items[n];
-            float *row = s->logits + n * (size_t)s->rows_per_item * KIPP_VOCAB_SIZE;
-            if (q->state == SEQ_DECODE && q->spec) {
-                /* Drafts past max_tokens would be waste and could pass the
-                 * session's capacity (prompt + max_tokens). */
-                uint32_t k = 0, max = j->max_tokens - q->generated - 1;
-                kipp_error err = {0};
-                if (kipp_spec_draft(q->spec, q->pending, max, q->toks, &k, &err)) {
-                    j->failed = true;
-                    snprintf(j->failure, sizeof j->failure, "speculation failed: %s",
-                             err.message);
-                    continue;
+            if (q->state != SEQ_RUN) continue;
+            uint32_t left = q->n_toks - q->done, take = 1;
+            float *rows = s->logits + n * (size_t)s->rows_per_item * KIPP_VOCAB_SIZE;
+            if (left == 1 && q->spec) {
+                /* Drafted once per step: a retry after a preemption reuses
+                 * the draft (the drafter has advanced over it). Drafts past
+                 * max_tokens would be waste and could pass the capacity. */
+                if (!q->n_draft) {
+                    uint32_t k = 0, max = j->max_tokens - q->generated - 1;
+                    kipp_error err = {0};
+                    if (kipp_spec_draft(q->spec, q->toks[q->n_toks - 1], max, q->draft, &k,
+                                        &err)) {
+                        fail_job(j, "speculation failed", err.message);
+                        break;
+                    }
+                    q->n_draft = k;
                 }
-                *it = (kipp_eval_item){q->session, q->toks, k, k, row};
-            } else if (q->state == SEQ_DECODE) {
-                *it = (kipp_eval_item){q->session, &q->pending, 1, 1, row};
-            } else if (q->state == SEQ_PREFILL && budget > 0) {
-                uint32_t left = (uint32_t)(j->n_prompt - q->prompt_done);
-                uint32_t take = left < s->cfg.prefill_chunk ? left : s->cfg.prefill_chunk;
-                if (take > budget) take = budget;
-                budget -= take;
-                *it = (kipp_eval_item){q->session, j->prompt + q->prompt_done, take,
-                                       take == left ? 1u : 0u, row};
-            } else {
+                s->items[n] = (kipp_eval_item){q->session, q->draft, q->n_draft, q->n_draft,
+                                               rows};
+                s->item_seq[n] = q;
+                s->item_job[n] = j;
+                n++;
                 continue;
             }
+            if (left > 1) { /* prefill or recompute: bounded per item and per step */
+                if (budget == 0) continue;
+                take = left < s->cfg.prefill_chunk ? left : s->cfg.prefill_chunk;
+                if (take > budget) take = budget;
+                budget -= take;
+            }
+            s->items[n] = (kipp_eval_item){q->session, q->toks + q->done, take,
+                                           take == left ? 1u : 0u, rows};
             s->item_seq[n] = q;
             s->item_job[n] = j;
             n++;
         }
     }
-    if (n == 0) return;
+    return n;
+}
+
+void sched_step(sched *s) {
+    admit_waiting(s);
     kipp_error err = {0};
-    s->m.eval_calls++;
-    s->m.eval_items += n;
-    if (kipp_eval(s->model, s->items, n, &err) != KIPP_OK) {
-        for (size_t i = 0; i < n; i++) {
-            s->item_job[i]->failed = true;
-            snprintf(s->item_job[i]->failure, sizeof s->item_job[i]->failure, "eval failed: %s",
-                     err.message);
+    size_t n;
+    int rc;
+    /* The pool may not hold this step's new blocks: preempt the newest
+     * running choice and try again without it. */
+    for (;;) {
+        n = build_items(s);
+        if (n == 0) break;
+        s->m.eval_calls++;
+        s->m.eval_items += n;
+        rc = kipp_eval(s->model, s->items, n, &err);
+        if (rc != KIPP_E_POOL_EXHAUSTED) break;
+        sched_job *vj = NULL;
+        seq *victim = newest_running(s, &vj);
+        if (!victim || s->running_sequences == 1) { /* it cannot fit even alone */
+            fail_job(victim ? vj : s->item_job[0], "KV pool", err.message);
+            n = 0;
+            break;
         }
+        drop_session(s, victim);
+        victim->state = SEQ_WAIT;
+        s->m.preemptions++;
+    }
+    if (n > 0 && rc != KIPP_OK) {
+        for (size_t i = 0; i < n; i++) fail_job(s->item_job[i], "eval failed", err.message);
     } else {
         for (size_t i = 0; i < n; i++) {
             seq *q = s->item_seq[i];
             sched_job *j = s->item_job[i];
-            if (q->state == SEQ_PREFILL) {
-                q->prompt_done += s->items[i].n_tokens;
-                s->m.prompt_tokens_evaluated += s->items[i].n_tokens;
+            if (s->items[i].tokens == q->draft) { /* a speculative step */
+                if (!j->failed) take_spec(s, j, q, &s->items[i]);
+                continue;
             }
-            if (!s->items[i].n_logits || j->failed) continue;
-            if (q->state == SEQ_DECODE && q->spec) take_spec(s, j, q, &s->items[i]);
-            else take_token(s, j, q, s->items[i].logits);
+            q->done += s->items[i].n_tokens;
+            if (s->items[i].n_tokens > 1 || q->generated == 0)
+                s->m.prompt_tokens_evaluated += s->items[i].n_tokens;
+            if (s->items[i].n_logits && !j->failed) take_token(s, j, q, s->items[i].logits);
         }
     }
     /* Retire finished and failed jobs (after the loop: items point into them). */
@@ -578,6 +753,11 @@ void sched_step(sched *s) {
             j->events.job_failed(j->owner, j->failure);
         } else {
             s->m.jobs_completed++;
+            s->m.decode_sum += j->t_last - j->t_first;
+            uint32_t per_choice = j->completion_tokens / j->n_choices;
+            if (per_choice > 1)
+                observe(&s->m.tpot, sched_tpot_bounds, SCHED_TPOT_BUCKETS,
+                        (j->t_last - j->t_first) / (per_choice - 1));
             sched_job_stats st = {
                 .prompt_tokens = (uint32_t)j->n_prompt,
                 .completion_tokens = j->completion_tokens,
@@ -595,6 +775,9 @@ void sched_get_metrics(const sched *s, sched_metrics *out) {
     *out = s->m;
     out->queued_jobs = 0;
     for (const sched_job *j = s->queue_head; j; j = j->next) out->queued_jobs++;
+    out->active_jobs = 0;
+    for (const sched_job *j = s->active_head; j; j = j->next) out->active_jobs++;
     out->active_sequences = s->active_sequences;
-    out->kv_reserved = s->kv_reserved;
+    out->running_sequences = s->running_sequences;
+    kipp_pool_stats_get(s->model, s->cfg.kv_quant, &out->pool, NULL);
 }

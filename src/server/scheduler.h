@@ -1,9 +1,21 @@
 /* FIFO scheduler over one model: requests (jobs) of 1..8 choices wait in a
- * queue, are admitted in order while the KV budget (sum of the session
- * capacities of every admitted choice) and the sequence limit allow, and
- * are then advanced together: each sched_step makes ONE kipp_eval call with
- * one item per active choice - a prefill chunk or the last sampled token -
- * so the weights are read once per step for all sequences.
+ * queue, are admitted in order while the sequence limit and the model's
+ * shared KV pool allow (the unmatched prompt blocks plus one block of
+ * headroom per choice must be free), and are then advanced together: each
+ * sched_step makes ONE kipp_eval call with one item per running choice - a
+ * prefill chunk or the last sampled token - so the weights are read once
+ * per step for all sequences.
+ *
+ * KV pool (DESIGN §6): every choice adopts the longest published prefix of
+ * its tokens, and publishes its blocks when its prompt is in, when it
+ * finishes and when it is cancelled or preempted, so requests share
+ * system prompts, n > 1 choices share their prompt, and a conversation's
+ * next turn reuses the previous one. When the pool runs dry mid-step, the
+ * most recently admitted running choice is preempted: its session is
+ * dropped (blocks published first) and it waits, ahead of every queued
+ * job, to recompute its tokens later; batch invariance makes that bitwise
+ * harmless. A request whose choice could never fit alone is refused at
+ * submission.
  *
  * Knows the engine (include/kipp.h) but nothing of HTTP or JSON: results
  * leave through the sched_events callbacks, in this order per choice:
@@ -30,7 +42,6 @@ typedef struct sched_job sched_job;
 
 typedef struct sched_config {
     uint32_t max_sequences;   /* active choices at once (each one eval item) */
-    uint64_t kv_budget;       /* positions summed over admitted sessions */
     uint32_t prefill_chunk;   /* prompt tokens per item per step */
     uint32_t step_prefill_budget; /* prompt tokens per step over all items */
     kipp_kv_quant kv_quant;
@@ -86,11 +97,29 @@ typedef struct sched_events {
     void (*job_failed)(void *owner, const char *message);
 } sched_events;
 
+/* Histogram upper bounds (seconds); a last +Inf bucket is implied. */
+#define SCHED_TTFT_BUCKETS 10
+#define SCHED_TPOT_BUCKETS 9
+extern const double sched_ttft_bounds[SCHED_TTFT_BUCKETS];
+extern const double sched_tpot_bounds[SCHED_TPOT_BUCKETS];
+
+typedef struct sched_histogram {
+    uint64_t bucket[SCHED_TTFT_BUCKETS + 1]; /* per bucket (not cumulative); last = +Inf */
+    double sum;
+    uint64_t count;
+} sched_histogram;
+
 typedef struct sched_metrics {
-    uint64_t jobs_submitted, jobs_completed, jobs_cancelled, jobs_failed;
+    uint64_t jobs_submitted, jobs_completed, jobs_cancelled, jobs_failed, jobs_rejected;
+    uint64_t prompt_tokens;           /* prompt tokens of admitted requests */
     uint64_t prompt_tokens_evaluated, tokens_generated, eval_calls, eval_items;
-    uint32_t queued_jobs, active_sequences;
-    uint64_t kv_reserved, kv_budget;
+    uint64_t prefix_tokens_reused;    /* positions adopted from the pool */
+    uint64_t preemptions;
+    uint32_t queued_jobs, active_jobs, active_sequences, running_sequences;
+    double queue_wait_sum, decode_sum;
+    uint64_t queue_wait_count;
+    sched_histogram ttft, tpot;       /* time to first token (from submission); per output token */
+    kipp_pool_stats pool;
     uint64_t spec_drafted, spec_accepted; /* drafted tokens verified; of which kept */
 } sched_metrics;
 

@@ -117,6 +117,7 @@ static inline int test_model_file(const char *name, test_model *out) {
 static inline void test_model_close(test_model *t) {
     if (!t->model) return;
     if (t->in_memory) {
+        kipp_model_release_pools(t->model);
         kipp_backend_ref.model_destroy(t->model->backend_state);
         free(t->model->artifact.weights.layers);
         free(t->blob);

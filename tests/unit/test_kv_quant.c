@@ -57,21 +57,22 @@ static void run_stream(kipp_model *m, kipp_session *s, const int32_t *tok, float
 
 static void check_storage(void) {
     kipp_error err = {0};
-    kipp_kv_cache bf, q8;
-    /* 28 layers (0.6b), 65 positions -> 3 blocks of 32 -> 96 physical. */
-    CHECK(kipp_kv_create_quant(&bf, 28, 65, KIPP_KV_BF16, &err) == 0);
-    CHECK(kipp_kv_create_quant(&q8, 28, 65, KIPP_KV_Q8_0, &err) == 0);
+    kipp_kv_store bf, q8;
+    /* 28 layers (0.6b), a pool of 3 blocks of 32 -> 96 physical positions. */
+    CHECK(kipp_kv_store_create(&bf, 28, 3, KIPP_KV_BF16, &err) == 0);
+    CHECK(kipp_kv_store_create(&q8, 28, 3, KIPP_KV_Q8_0, &err) == 0);
     CHECK(bf.k && bf.v && !bf.kq && !bf.vq);
     CHECK(q8.kq && q8.vq && !q8.k && !q8.v);
     /* Per layer-position: BF16 2 * 8 * 128 * 2 = 4096; Q8_0 2 * 8 * 4 * 34 = 2176. */
-    CHECK(kipp_kv_bytes_per_position(&bf) == 28u * 4096);
-    CHECK(kipp_kv_bytes_per_position(&q8) == 28u * 2176);
+    CHECK(kipp_kv_bytes_per_position(28, KIPP_KV_BF16) == 28u * 4096);
+    CHECK(kipp_kv_bytes_per_position(28, KIPP_KV_Q8_0) == 28u * 2176);
     /* The allocation itself: layers * 96 physical positions * per-position. */
     CHECKF(bf.store_bytes == (size_t)28 * 96 * 4096, "bf16 store %zu", bf.store_bytes);
     CHECKF(q8.store_bytes == (size_t)28 * 96 * 2176, "q8_0 store %zu", q8.store_bytes);
     double ratio = (double)bf.store_bytes / (double)q8.store_bytes;
     fprintf(stderr, "KV bytes per position (28 layers): bf16 %zu, q8_0 %zu (%.3fx less)\n",
-            kipp_kv_bytes_per_position(&bf), kipp_kv_bytes_per_position(&q8), ratio);
+            kipp_kv_bytes_per_position(28, KIPP_KV_BF16),
+            kipp_kv_bytes_per_position(28, KIPP_KV_Q8_0), ratio);
     CHECK(ratio > 1.88 && ratio < 1.89);
     /* The last block of each store is writable (ASan checks the size). */
     size_t nq = q8.store_bytes / 2 / sizeof(kipp_block_q8_0);
@@ -80,9 +81,7 @@ static void check_storage(void) {
 
     /* Store/load: a head decodes to exactly dequantize(quantize(row)),
      * blocks aligned to the head (4 per head), pages respected. */
-    q8.block_table[0] = 2;
-    q8.block_table[1] = 0;
-    q8.block_table[2] = 1;
+    uint32_t table[3] = {2, 0, 1};
     float k[KIPP_KV_ROW], v[KIPP_KV_ROW], got[KIPP_HEAD_DIM], want[KIPP_KV_ROW];
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < KIPP_KV_ROW; i++) {
@@ -91,13 +90,13 @@ static void check_storage(void) {
         v[i] = -0.5f * k[i] + 0.01f * (float)(i % 7);
     }
     kipp_block_q8_0 blocks[KIPP_KV_ROW_QBLOCKS];
-    kipp_kv_store(&q8, 27, 64 + 5, k, v);
+    kipp_kv_write(&q8, table, 27, 64 + 5, k, v);
     kipp_quantize_q8_0(k, KIPP_KV_ROW, blocks);
     kipp_dequantize_q8_0(blocks, KIPP_KV_ROW, want);
     int mismatches = 0;
     double err2 = 0, ref2 = 0;
     for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
-        kipp_kv_load_head(&q8, 0, 27, 64 + 5, h, got);
+        kipp_kv_load_head(&q8, table, 0, 27, 64 + 5, h, got);
         for (int i = 0; i < KIPP_HEAD_DIM; i++) {
             float x = k[h * KIPP_HEAD_DIM + i];
             mismatches += got[i] != want[h * KIPP_HEAD_DIM + i];
@@ -110,17 +109,17 @@ static void check_storage(void) {
     CHECKF(err2 / ref2 < 1e-4, "row NMSE %g", err2 / ref2);
     /* It landed in physical block table[2] = 1, position 5 of layer 27. */
     size_t off = ((size_t)27 * 96 + 1 * 32 + 5) * KIPP_KV_ROW_QBLOCKS;
-    CHECK(kipp_kv_qrow_offset(&q8, 27, 69) == off);
+    CHECK(kipp_kv_qrow_offset(&q8, table, 27, 69) == off);
     CHECK(memcmp(&q8.kq[off], blocks, sizeof blocks) == 0);
-    kipp_kv_load_head(&q8, 1, 27, 69, 3, got);
+    kipp_kv_load_head(&q8, table, 1, 27, 69, 3, got);
     kipp_quantize_q8_0(v, KIPP_KV_ROW, blocks);
     kipp_dequantize_q8_0(blocks, KIPP_KV_ROW, want);
     CHECK(memcmp(got, want + 3 * KIPP_HEAD_DIM, sizeof got) == 0);
-    kipp_kv_destroy(&bf);
-    kipp_kv_destroy(&q8);
+    kipp_kv_store_destroy(&bf);
+    kipp_kv_store_destroy(&q8);
     CHECK(q8.kq == NULL && q8.vq == NULL);
-    CHECK(kipp_kv_create_quant(&q8, 2, 10, (kipp_kv_quant)7, &err) == KIPP_E_ARGUMENT);
-    CHECK(kipp_kv_create_quant(&q8, UINT32_MAX, UINT32_MAX, KIPP_KV_Q8_0, &err) != 0);
+    CHECK(kipp_kv_store_create(&q8, 2, 10, (kipp_kv_quant)7, &err) == KIPP_E_ARGUMENT);
+    CHECK(kipp_kv_store_create(&q8, UINT32_MAX, UINT32_MAX, KIPP_KV_Q8_0, &err) != 0);
 }
 
 /* paging: also the bitwise block-table and prefill/decode checks (run on one
@@ -139,7 +138,11 @@ static void run_suite(kipp_model *m, const char *label, bool paging) {
     sb = new_session(m, 64, KIPP_KV_BF16);
     sq = new_session(m, 64, KIPP_KV_Q8_0);
     if (!sb || !sq) goto out;
-    CHECK(sq->kv.quant == KIPP_KV_Q8_0 && sq->kv.store_bytes * 4096 == sb->kv.store_bytes * 2176);
+    kipp_pool_stats pb, pq;
+    kipp_error e2 = {0};
+    CHECK(kipp_pool_stats_get(m, KIPP_KV_BF16, &pb, &e2) == 0);
+    CHECK(kipp_pool_stats_get(m, KIPP_KV_Q8_0, &pq, &e2) == 0);
+    CHECK(sq->kv.quant == KIPP_KV_Q8_0 && pq.bytes_per_block * 4096 == pb.bytes_per_block * 2176);
     run_stream(m, sb, tok, bf);
     run_stream(m, sq, tok, q8);
 
@@ -165,7 +168,7 @@ static void run_suite(kipp_model *m, const char *label, bool paging) {
     /* Block-table scramble: bitwise the same as the identity table. */
     kipp_session *ss = new_session(m, 96, KIPP_KV_Q8_0);
     kipp_error err = {0};
-    uint32_t perm[3] = {2, 0, 1};
+    uint32_t perm[3] = {7, 5, 6}; /* free blocks of the pool (sq holds 0, 1) */
     CHECKF(kipp_session_set_block_table(ss, perm, 3, &err) == 0, "%s", err.message);
     run_stream(m, ss, tok, tmp);
     CHECK(memcmp(tmp, q8, (size_t)N * V * sizeof(float)) == 0);
