@@ -148,77 +148,81 @@ static void silu_mul(float *g, const float *u, uint32_t n) {
     }
 }
 
-/* See kernels_generic.c for the algorithm. */
-static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
-                      const uint32_t *table, uint32_t n_pos, float scale, float *out,
-                      float *scratch) {
-    float run_max[16], run_sum[16];
-    for (uint32_t h = 0; h < g; h++) {
-        run_max[h] = -INFINITY;
-        run_sum[h] = 0.0f;
+/* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
+ * plain algorithm). A K row is widened once into an L1 buffer (16 YMM
+ * registers would be all of them) and read by every row and head. Scores:
+ * two 8-lane FMA chains (values d..d+7 and d+8..d+15 of each 16), added,
+ * then hsum8. PV: half a head (64 outputs, 8 registers) at a time over the
+ * block, out += p_j * v_j in position order. */
+typedef struct att_krow {
+    float k[KIPP_HEAD_DIM] __attribute__((aligned(32)));
+} att_krow;
+
+static inline void att_load_q(const float *q, float *qd) {
+    memcpy(qd, q, KIPP_HEAD_DIM * sizeof(float));
+}
+
+static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k, att_krow *kw) {
+    for (int d = 0; d < KIPP_HEAD_DIM; d += 8) _mm256_store_ps(kw->k + d, bf16x8_to_f32(k + d));
+}
+
+static inline __attribute__((always_inline)) float att_dot(const float *qh, const att_krow *kw) {
+    __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_load_ps(kw->k));
+    __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), _mm256_load_ps(kw->k + 8));
+    for (int d = 16; d < KIPP_HEAD_DIM; d += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_load_ps(kw->k + d), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), _mm256_load_ps(kw->k + d + 8), acc1);
     }
-    memset(out, 0, (size_t)g * 128 * sizeof(float));
-    for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
-        uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
-        size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *kr = k + (base + j) * 1024;
-            for (uint32_t h = 0; h < g; h++) {
-                const float *qh = q + (size_t)h * 128;
-                __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qh), bf16x8_to_f32(kr));
-                __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), bf16x8_to_f32(kr + 8));
-                for (int d = 16; d < 128; d += 16) {
-                    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), bf16x8_to_f32(kr + d), acc0);
-                    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), bf16x8_to_f32(kr + d + 8), acc1);
-                }
-                scratch[h * 32 + j] = hsum8(_mm256_add_ps(acc0, acc1)) * scale;
-            }
-        }
-        for (uint32_t h = 0; h < g; h++) {
-            float *p = scratch + h * 32;
-            float bmax = -INFINITY;
-            for (uint32_t j = 0; j < nb; j++) bmax = p[j] > bmax ? p[j] : bmax;
-            float new_max = bmax > run_max[h] ? bmax : run_max[h];
-            float corr = run_max[h] == -INFINITY
-                             ? 0.0f
-                             : _mm256_cvtss_f32(exp256(_mm256_set1_ps(run_max[h] - new_max)));
-            for (uint32_t j = nb; j < 32; j++) p[j] = 0.0f; /* masked lanes */
-            __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
-            for (uint32_t j = 0; j < 32; j += 8) {
-                __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
-                /* lanes past nb must contribute exactly 0 */
-                __m256 valid = _mm256_cmp_ps(
-                    _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
-                    _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
-                e = _mm256_and_ps(e, valid);
-                _mm256_storeu_ps(p + j, e);
-                sum = _mm256_add_ps(sum, e);
-            }
-            run_sum[h] = run_sum[h] * corr + hsum8(sum);
-            run_max[h] = new_max;
-            __m256 vc = _mm256_set1_ps(corr);
-            float *oh = out + (size_t)h * 128;
-            for (int d = 0; d < 128; d += 8)
-                _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), vc));
-        }
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *vr = v + (base + j) * 1024;
-            for (uint32_t h = 0; h < g; h++) {
-                __m256 pj = _mm256_set1_ps(scratch[h * 32 + j]);
-                float *oh = out + (size_t)h * 128;
-                for (int d = 0; d < 128; d += 8)
-                    _mm256_storeu_ps(oh + d, _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + d),
-                                                             _mm256_loadu_ps(oh + d)));
-            }
-        }
+    return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *oh, const uint16_t *v, size_t stride) {
+    float bmax = -INFINITY;
+    for (uint32_t j = 0; j < nb; j++) {
+        p[j] *= scale;
+        bmax = p[j] > bmax ? p[j] : bmax;
     }
-    for (uint32_t h = 0; h < g; h++) {
-        __m256 inv = _mm256_set1_ps(1.0f / run_sum[h]);
-        float *oh = out + (size_t)h * 128;
-        for (int d = 0; d < 128; d += 8)
-            _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), inv));
+    float new_max = bmax > *run_max ? bmax : *run_max;
+    float corr = *run_max == -INFINITY
+                     ? 0.0f
+                     : _mm256_cvtss_f32(exp256(_mm256_set1_ps(*run_max - new_max)));
+    for (uint32_t j = nb; j < KIPP_CPU_ATT_BLOCK; j++) p[j] = 0.0f; /* masked lanes */
+    __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
+        /* lanes past nb must contribute exactly 0 */
+        __m256 valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                                     _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
+        e = _mm256_and_ps(e, valid);
+        _mm256_storeu_ps(p + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    *run_sum = *run_sum * corr + hsum8(sum);
+    *run_max = new_max;
+    __m256 vc = _mm256_set1_ps(corr);
+    for (int half = 0; half < KIPP_HEAD_DIM; half += 64) {
+        __m256 o[8];
+        #pragma GCC unroll 8
+        for (int d = 0; d < 8; d++) o[d] = _mm256_mul_ps(_mm256_loadu_ps(oh + half + 8 * d), vc);
+        for (uint32_t j = 0; j < nb; j++) {
+            const uint16_t *vr = v + j * stride + half;
+            __m256 pj = _mm256_set1_ps(p[j]);
+            #pragma GCC unroll 8
+            for (int d = 0; d < 8; d++) o[d] = _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + 8 * d), o[d]);
+        }
+        #pragma GCC unroll 8
+        for (int d = 0; d < 8; d++) _mm256_storeu_ps(oh + half + 8 * d, o[d]);
     }
 }
+
+static inline void att_store(const float *oh, float run_sum, float *out) {
+    __m256 inv = _mm256_set1_ps(1.0f / run_sum);
+    for (int d = 0; d < KIPP_HEAD_DIM; d += 8)
+        _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), inv));
+}
+
+#include "cpu/kernels_att.h"
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks decoded in registers to 4 x 8 FP32 small integers q (Q4_0: nibble

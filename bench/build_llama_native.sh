@@ -1,0 +1,50 @@
+#!/bin/sh
+# Builds llama.cpp's own tools natively for this CPU, for measurement only.
+#
+# The source is the git bundle that node-llama-cpp ships
+# (node_modules/node-llama-cpp/llama/gitRelease.bundle: the llama.cpp release
+# node-llama-cpp was built from). It is cloned and built OUTSIDE this repo, in
+# a cache folder keyed by the bundle's commit and the CPU model, so a rerun on
+# the same machine is instant and a different CPU gets its own build
+# (GGML_NATIVE=ON compiles for the build machine's ISA). Nothing of llama.cpp
+# is ever committed here.
+#
+#   sh bench/build_llama_native.sh            # prints the bin/ folder
+#   LLAMA_NATIVE_CACHE=/path sh bench/...     # cache root (default /work/cache
+#                                             #   if writable, else build/cache)
+#
+# Tools built: llama-bench, llama-server, llama-speculative, llama-lookup,
+# llama-cli. A lock serialises concurrent callers.
+set -eu
+cd "$(dirname "$0")/.."
+bundle=node_modules/node-llama-cpp/llama/gitRelease.bundle
+[ -f "$bundle" ] || { echo "build_llama_native: $bundle missing (run npm ci)" >&2; exit 2; }
+command -v cmake >/dev/null || { echo "build_llama_native: cmake missing (apt-get install cmake)" >&2; exit 2; }
+
+if [ -n "${LLAMA_NATIVE_CACHE:-}" ]; then root=$LLAMA_NATIVE_CACHE
+elif mkdir -p /work/cache 2>/dev/null && [ -w /work/cache ]; then root=/work/cache
+else root=$PWD/build/cache; fi
+commit=$(git bundle list-heads "$bundle" | head -n 1 | cut -c1-12)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]/_/g')
+dir=$root/llama-native-$commit-$cpu
+mkdir -p "$root"
+
+exec 9>"$root/llama-native.lock"
+flock 9
+if [ -x "$dir/bin/llama-bench" ] && [ -x "$dir/bin/llama-server" ]; then
+    echo "$dir/bin"; exit 0
+fi
+rm -rf "$dir.src" "$dir.build"
+git clone -q "$bundle" "$dir.src" >&2
+git -C "$dir.src" checkout -q "$(git bundle list-heads "$bundle" | head -n 1 | cut -d' ' -f1)" >&2
+cmake -S "$dir.src" -B "$dir.build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DBUILD_SHARED_LIBS=OFF >&2
+cmake --build "$dir.build" -j "$(nproc)" --target llama-bench llama-server \
+      llama-speculative llama-lookup llama-cli >&2
+mkdir -p "$dir/bin"
+for t in llama-bench llama-server llama-speculative llama-lookup llama-cli; do
+    cp "$dir.build/bin/$t" "$dir/bin/"
+done
+git -C "$dir.src" log -1 --format='%H %s' > "$dir/SOURCE"
+rm -rf "$dir.src" "$dir.build"
+echo "$dir/bin"
