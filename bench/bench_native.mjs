@@ -13,7 +13,11 @@
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
-//        [--llama-bin DIR] [--kipp build/kipp]
+//        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
+//
+// --kipp-base adds a second kipp binary (say, a build of the commit before a
+// change) to the alternation, reported as "kipp-base": before/after and
+// llama.cpp in the same run.
 //
 // Scheme bf16 reads BASE.gguf, every other scheme BASE.SCHEME.gguf (make
 // build/models/synthetic-0.6b.q8_0.gguf ...). KIPP_CPU_ISA is passed through
@@ -30,6 +34,7 @@ const base = opt("--base", "build/models/synthetic-0.6b");
 const threads = Number(opt("--threads", "2"));
 const rounds = Number(opt("--rounds", "1"));
 const kipp = opt("--kipp", "build/kipp");
+const kippBase = opt("--kipp-base", null);
 const DECODE = 64;
 const allCases = {
   prefill512: { name: "prefill 512", kind: "prefill", p: 512 },
@@ -146,7 +151,7 @@ const record = {
   compiler: sh("cc", ["--version"])?.split("\n")[0],
   kipp_tier: tier, kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA),
   llama: { bin: llamaBin, source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) },
-  threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
+  kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
 };
 
 function kippArgs(file, c) {
@@ -159,12 +164,12 @@ function llamaArgs(file, c) {
   return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
                               : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
 }
-function runKipp(file, c) {
+function runKipp(file, c, bin = kipp) {
   const a = kippArgs(file, c);
-  const r = spawnSync(kipp, a, { encoding: "utf8", maxBuffer: 1 << 24 });
+  const r = spawnSync(bin, a, { encoding: "utf8", maxBuffer: 1 << 24 });
   if (r.status !== 0) throw new Error(`kipp ${a.join(" ")}: ${r.stderr}`);
   const j = JSON.parse(r.stdout.trim().split("\n").pop());
-  return { tps: c.kind === "prefill" ? j.prefill_tps : j.decode_tps, command: [kipp, ...a].join(" "), raw: j };
+  return { tps: c.kind === "prefill" ? j.prefill_tps : j.decode_tps, command: [bin, ...a].join(" "), raw: j };
 }
 function runLlama(file, c) {
   const a = llamaArgs(file, c);
@@ -186,12 +191,13 @@ for (const scheme of schemes) {
     for (const [ci, key] of caseKeys.entries()) {
       const c = allCases[key];
       const engines = [["kipp", runKipp], ["llama", runLlama]];
+      if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase)]);
       if ((r + ci) % 2) engines.reverse();
       for (const [who, fn] of engines) {
         const res = fn(file, c);
         record.runs.push({ scheme, round: r, case: c.name, engine: who, tps: res.tps, command: res.command,
                            loadavg: os.loadavg(), result: res.raw });
-        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${who.padEnd(5)} ${res.tps.toFixed(2)} tok/s\n`);
+        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${who.padEnd(9)} ${res.tps.toFixed(2)} tok/s\n`);
       }
     }
   }
@@ -200,6 +206,7 @@ for (const scheme of schemes) {
     const pick = (who) => record.runs.filter((x) => x.scheme === scheme && x.case === c.name && x.engine === who).map((x) => x.tps);
     const k = median(pick("kipp")), l = median(pick("llama"));
     const entry = { case: c.name, kipp_tps: k, llama_tps: l, ratio: k / l };
+    if (kippBase) { entry.kipp_base_tps = median(pick("kipp-base")); entry.base_ratio = entry.kipp_base_tps / l; }
     if (c.kind === "decode") {
       // Mean context over the 64 decoded tokens.
       const bytes = db.weights + db.kvPerPos * (c.depth + DECODE / 2);
@@ -218,10 +225,12 @@ const out = path.join("bench", "results", `native-${path.basename(base)}-t${thre
 writeFileSync(out, JSON.stringify(record, null, 2) + "\n");
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
             `medians of ${rounds} round(s)\n`);
-console.log("| scheme | case | kipp tok/s | llama.cpp tok/s | kipp / llama | roofline tok/s | kipp / roofline |");
-console.log("|---|---|---|---|---|---|---|");
+const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
+console.log(`| scheme | case | ${baseCols.map((x) => x + " | ").join("")}kipp tok/s | llama.cpp tok/s | kipp / llama | roofline tok/s | kipp / roofline |`);
+console.log(`|---|---|${baseCols.map(() => "---|").join("")}---|---|---|---|---|`);
 for (const [scheme, s] of Object.entries(record.schemes))
   for (const e of s.cases)
-    console.log(`| ${scheme} | ${e.case} | ${e.kipp_tps.toFixed(2)} | ${e.llama_tps.toFixed(2)} | ${e.ratio.toFixed(2)}x | ` +
+    console.log(`| ${scheme} | ${e.case} | ${kippBase ? `${e.kipp_base_tps.toFixed(2)} | ${e.base_ratio.toFixed(2)}x | ` : ""}` +
+                `${e.kipp_tps.toFixed(2)} | ${e.llama_tps.toFixed(2)} | ${e.ratio.toFixed(2)}x | ` +
                 `${e.roofline_tps ? e.roofline_tps.toFixed(1) : "-"} | ${e.kipp_of_roofline ? (100 * e.kipp_of_roofline).toFixed(0) + " %" : "-"} |`);
 console.log(`\nrecord: ${out}`);

@@ -30,6 +30,40 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* 2^n for integer-valued n in [-126, 128], built in the exponent field in
+ * two halves so that 128 does not overflow it (vf_exp clamps x to
+ * [-87.3, 88.7]: exp(-87.3) ~ 1e-38 stands in for 0). */
+static inline __m256 scale2n256(__m256 p, __m256 n) {
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i h1 = _mm256_srai_epi32(ni, 1);
+    __m256i h2 = _mm256_sub_epi32(ni, h1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* The names kernels_simd.h's shared bodies use (see there). */
+typedef __m256 vf;
+#define VL 8
+#define vf_load _mm256_loadu_ps
+#define vf_store _mm256_storeu_ps
+#define vf_set1 _mm256_set1_ps
+#define vf_zero _mm256_setzero_ps
+#define vf_add _mm256_add_ps
+#define vf_sub _mm256_sub_ps
+#define vf_mul _mm256_mul_ps
+#define vf_div _mm256_div_ps
+#define vf_max _mm256_max_ps
+#define vf_min _mm256_min_ps
+#define vf_fmadd _mm256_fmadd_ps
+#define vf_fmsub _mm256_fmsub_ps
+#define vf_fnmadd _mm256_fnmadd_ps
+#define vf_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_scale2n scale2n256
+#define vf_hsum hsum8
+#define VF_EXP_MIN (-87.3f)
+#include "cpu/kernels_simd.h"
+
 static inline __m256 bf16x8_to_f32(const uint16_t *p) {
     __m128i h = _mm_loadu_si128((const __m128i *)p);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -89,65 +123,6 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     }
 }
 
-/* exp: 2^n * p(r) as in the AVX-512 tier; 2^n built in the exponent field,
- * so x is clamped to [-87.3, 88.7] (exp(-87.3) ~ 1e-38 stands in for 0;
- * callers mask what must be exactly 0). */
-static inline __m256 exp256(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* n in [-126, 128]: 2^n = (n + 127) << 23, split in two halves so 128
-     * does not overflow the exponent field. */
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i h1 = _mm256_srai_epi32(ni, 1);
-    __m256i h2 = _mm256_sub_epi32(ni, h1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
-
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
-    __m256 acc = _mm256_setzero_ps();
-    for (uint32_t i = 0; i < n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        acc = _mm256_fmadd_ps(v, v, acc);
-    }
-    float inv = 1.0f / sqrtf(hsum8(acc) / (float)n + eps);
-    __m256 vi = _mm256_set1_ps(inv);
-    for (uint32_t i = 0; i < n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
-                                                _mm256_loadu_ps(w + i)));
-}
-
-static void rope(float *x, const float *c, const float *s) {
-    for (int i = 0; i < 64; i += 8) {
-        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 64);
-        __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(a, cv, _mm256_mul_ps(b, sv)));
-        _mm256_storeu_ps(x + i + 64, _mm256_fmadd_ps(b, cv, _mm256_mul_ps(a, sv)));
-    }
-}
-
-static void silu_mul(float *g, const float *u, uint32_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (uint32_t i = 0; i < n; i += 8) {
-        __m256 v = _mm256_loadu_ps(g + i);
-        __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), v));
-        __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
-    }
-}
-
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
  * plain algorithm). A K row is widened once into an L1 buffer (16 YMM
  * registers would be all of them) and read by every row and head. Scores:
@@ -186,11 +161,11 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     float new_max = bmax > *run_max ? bmax : *run_max;
     float corr = *run_max == -INFINITY
                      ? 0.0f
-                     : _mm256_cvtss_f32(exp256(_mm256_set1_ps(*run_max - new_max)));
+                     : _mm256_cvtss_f32(vf_exp(_mm256_set1_ps(*run_max - new_max)));
     for (uint32_t j = nb; j < KIPP_CPU_ATT_BLOCK; j++) p[j] = 0.0f; /* masked lanes */
     __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
     for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
-        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
+        __m256 e = vf_exp(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
         /* lanes past nb must contribute exactly 0 */
         __m256 valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
                                      _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
@@ -232,43 +207,14 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
  *   (Q4_1 also acc = FMA(m, (x0 + x1) + (x2 + x3), acc))
  * then hsum8. A weight row's block is decoded once for up to 4 activation
  * rows (qtile C = 4 or 1); every output runs the same sequence either way. */
-enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
-
-static inline size_t qblock_bytes(int t) {
-    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
-           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
-}
-
+/* Block b of a row as 4 x 8 FP32 small integers, d and m broadcast. */
 static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
                                                           __m256 q[4], __m256 *d, __m256 *mn) {
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-            q[c] = _mm256_cvtepi32_ps(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + 8 * c))));
-        return;
-    }
-    const uint8_t *qs;
-    if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        qs = blk->qs;
-    } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        *mn = _mm256_set1_ps(_cvtsh_ss(blk->m));
-        qs = blk->qs;
-    }
-    const __m128i mask = _mm_set1_epi8(15);
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    __m128i lo = _mm_and_si128(raw, mask);                     /* elements 0..15 */
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);  /* elements 16..31 */
-    if (t == QT_Q4_0) {
-        lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
-        hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
-    }
+    __m128i lo, hi;
+    float ds, ms = 0.0f;
+    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
+    *d = _mm256_set1_ps(ds);
+    if (t == QT_Q4_1) *mn = _mm256_set1_ps(ms);
     q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
     q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
     q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
@@ -322,18 +268,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     }
 }
 
-static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
     .name = "avx2",

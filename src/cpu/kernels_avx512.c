@@ -19,6 +19,28 @@
 
 #include "cpu/kernels.h"
 
+/* The names kernels_simd.h's shared bodies use (see there). */
+typedef __m512 vf;
+#define VL 16
+#define vf_load _mm512_loadu_ps
+#define vf_store _mm512_storeu_ps
+#define vf_set1 _mm512_set1_ps
+#define vf_zero _mm512_setzero_ps
+#define vf_add _mm512_add_ps
+#define vf_sub _mm512_sub_ps
+#define vf_mul _mm512_mul_ps
+#define vf_div _mm512_div_ps
+#define vf_max _mm512_max_ps
+#define vf_min _mm512_min_ps
+#define vf_fmadd _mm512_fmadd_ps
+#define vf_fmsub _mm512_fmsub_ps
+#define vf_fnmadd _mm512_fnmadd_ps
+#define vf_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_scale2n _mm512_scalef_ps /* exact 2^n, gradual underflow included */
+#define vf_hsum _mm512_reduce_add_ps
+#define VF_EXP_MIN (-104.0f)
+#include "cpu/kernels_simd.h"
+
 /* Packed activation row: FP32, each 32-value chunk de-interleaved as
  * x[0], x[2], ..., x[30] then x[1], x[3], ..., x[31]. A 32-value BF16
  * weight load holds value 2j in the low and 2j+1 in the high half of dword
@@ -114,57 +136,6 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
 }
 #undef ROW_TILES
 
-/* exp for softmax and SiLU: 2^n * p(r), r = x - n ln2, |r| <= ln2/2, Taylor
- * to degree 6 (about 1 ulp). Inputs clamped so -inf gives 0, not NaN. */
-static inline __m512 exp512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
-    __m512 acc = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    float inv = 1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)n + eps);
-    __m512 vi = _mm512_set1_ps(inv);
-    for (uint32_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vi),
-                                                _mm512_loadu_ps(w + i)));
-}
-
-static void rope(float *x, const float *c, const float *s) {
-    for (int i = 0; i < 64; i += 16) {
-        __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 64);
-        __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
-        _mm512_storeu_ps(x + i, _mm512_fmsub_ps(a, cv, _mm512_mul_ps(b, sv)));
-        _mm512_storeu_ps(x + i + 64, _mm512_fmadd_ps(b, cv, _mm512_mul_ps(a, sv)));
-    }
-}
-
-static void silu_mul(float *g, const float *u, uint32_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (uint32_t i = 0; i < n; i += 16) {
-        __m512 v = _mm512_loadu_ps(g + i);
-        __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), v));
-        __m512 s = _mm512_div_ps(v, _mm512_add_ps(one, e));
-        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
-    }
-}
-
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
  * plain algorithm). K and V rows are widened 32 values at a time like the
  * matmul's weights (shift = even values, AND = odd values), so q and the
@@ -217,9 +188,9 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     float bmax = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
     float new_max = bmax > *run_max ? bmax : *run_max;
     __m512 nm = _mm512_set1_ps(new_max);
-    __m512 e0 = _mm512_maskz_mov_ps(m0, exp512(_mm512_sub_ps(s0, nm)));
-    __m512 e1 = _mm512_maskz_mov_ps(m1, exp512(_mm512_sub_ps(s1, nm)));
-    float corr = _mm512_cvtss_f32(exp512(_mm512_set1_ps(*run_max - new_max)));
+    __m512 e0 = _mm512_maskz_mov_ps(m0, vf_exp(_mm512_sub_ps(s0, nm)));
+    __m512 e1 = _mm512_maskz_mov_ps(m1, vf_exp(_mm512_sub_ps(s1, nm)));
+    float corr = _mm512_cvtss_f32(vf_exp(_mm512_set1_ps(*run_max - new_max)));
     *run_sum = *run_sum * corr + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
     *run_max = new_max;
     _mm512_storeu_ps(p, e0);
@@ -264,42 +235,14 @@ static inline void att_store(const float *od, float run_sum, float *out) {
  * then _mm512_reduce_add_ps. Tiles of up to 4 weight rows x 4 activation
  * rows share decoded blocks and reordered chunks; every output runs the
  * same sequence whatever its tile. */
-enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
-
-static inline size_t qblock_bytes(int t) {
-    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
-           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
-}
-
+/* Block b of a row as 2 x 16 FP32 small integers, d and m broadcast. */
 static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
                                                           __m512 q[2], __m512 *d, __m512 *mn) {
-    __m128i lo, hi; /* elements 0..15 and 16..31 as signed bytes */
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-        lo = _mm_loadu_si128((const __m128i *)blk->qs);
-        hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
-    } else {
-        const uint8_t *qs;
-        if (t == QT_Q4_0) {
-            const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-            qs = blk->qs;
-        } else {
-            const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-            *mn = _mm512_set1_ps(_cvtsh_ss(blk->m));
-            qs = blk->qs;
-        }
-        const __m128i mask = _mm_set1_epi8(15);
-        __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-        lo = _mm_and_si128(raw, mask);
-        hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-        if (t == QT_Q4_0) {
-            lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
-            hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
-        }
-    }
+    __m128i lo, hi;
+    float ds, ms = 0.0f;
+    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
+    *d = _mm512_set1_ps(ds);
+    if (t == QT_Q4_1) *mn = _mm512_set1_ps(ms);
     q[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
     q[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
 }
@@ -385,18 +328,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     }
 }
 
-static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
     .name = "avx512",
