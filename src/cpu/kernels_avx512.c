@@ -67,10 +67,14 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
  * neighbours, so matrix-vector and matrix-matrix give the same bits. The
- * weight vectors are widened once per chunk and reused by all C rows. */
+ * weight vectors are widened once per chunk and reused by all C rows.
+ * PF (decode): each row's line is prefetched R rows ahead -- the next
+ * tile's -- so the next rows stream in while this tile computes (rows are
+ * only a few KiB, too short for the hardware prefetcher to ramp up on). A
+ * prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
                                                        const char *x, size_t x_stride,
-                                                       int R, int C, uint32_t n,
+                                                       int R, int C, int PF, uint32_t n,
                                                        uint32_t m, float *const *y) {
     __m512 acc[8][4];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
@@ -83,6 +87,7 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m512i wv = _mm512_loadu_si512(w + (size_t)(n + r) * k + i);
+            if (PF) _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
             we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
             wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
         }
@@ -109,8 +114,8 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
 #define ROW_TILES(C)                                                              \
     do {                                                                          \
         uint32_t n = nb;                                                          \
-        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, n, r, y);      \
-        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, n, r, y);              \
+        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, 0, n, r, y);      \
+        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, 0, n, r, y);              \
     } while (0)
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
@@ -118,8 +123,8 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     const char *xb = x;
     if (m == 1) { /* decode: stream weights once, 8 rows in flight */
         uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, n, 0, y);
+        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
@@ -262,22 +267,25 @@ static inline __attribute__((always_inline)) void act_f32(const char *xrow, uint
  * site). Per block, each weight row is decoded and scaled once (w = d * q,
  * Q4_1: d * q + m, the values the oracle decodes) and each activation chunk
  * reordered once; then every (row, activation) pair is two FMAs, as in the
- * BF16 tile. */
+ * BF16 tile. PF: prefetch R rows ahead, as the BF16 tile. */
 static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
                                                         uint32_t k, const char *x,
-                                                        size_t x_stride, int R, int C,
+                                                        size_t x_stride, int R, int C, int PF,
                                                         uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m512 acc[4][4];
-    #pragma GCC unroll 4
+    __m512 acc[8][4];
+    #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (uint32_t b = 0; b < k / 32; b++) {
-        __m512 wv[4][2];
-        #pragma GCC unroll 4
+        __m512 wv[8][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m512 q[2], d, mn = _mm512_setzero_ps();
+            if (PF)
+                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * row_bytes + b * qblock_bytes(t)),
+                             _MM_HINT_T0);
             qdecode(t, w + (size_t)(n + r) * row_bytes, b, q, &d, &mn);
             if (t == QT_Q4_1) {
                 wv[r][0] = _mm512_fmadd_ps(d, q[0], mn);
@@ -291,14 +299,14 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
         for (int c = 0; c < C; c++) {
             __m512 xv[2];
             act_f32(x + (size_t)(m0 + c) * x_stride, b, xv);
-            #pragma GCC unroll 4
+            #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 acc[r][c] = _mm512_fmadd_ps(wv[r][0], xv[0], acc[r][c]);
                 acc[r][c] = _mm512_fmadd_ps(wv[r][1], xv[1], acc[r][c]);
             }
         }
     }
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
@@ -312,18 +320,24 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     const char *xb = x;
     const uint8_t *wb = w;
     size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
+        uint32_t n = n0;
+        for (; n + 8 <= n1; n += 8) qtile(t, wb, row_bytes, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
+        return;
+    }
     for (uint32_t nb = n0; nb < n1; nb += NB) {
         uint32_t ne = nb + NB < n1 ? nb + NB : n1;
         uint32_t r = 0;
         for (; r + 4 <= m; r += 4) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, n, r, y);
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, 0, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
         }
         for (; r < m; r++) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, n, r, y);
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 0, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
         }
     }
 }
