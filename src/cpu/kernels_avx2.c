@@ -69,11 +69,14 @@ static inline __m256 bf16x8_to_f32(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* PF (decode): each weight row's next line is prefetched R rows ahead --
+ * the next tile's -- because rows of a few KiB are too short for the
+ * hardware prefetcher to ramp up on. Prefetches never fault. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
                                                        const char *x, size_t x_stride,
-                                                       int R, int C, uint32_t n,
+                                                       int R, int C, int PF, uint32_t n,
                                                        uint32_t m, float *const *y) {
-    __m256 acc[4][3];
+    __m256 acc[8][3];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
@@ -85,6 +88,8 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
             xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
+            if (PF && i % 32 == 0) /* one 64-byte line per 32 values */
+                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
             __m256 wv = bf16x8_to_f32(w + (size_t)(n + r) * k + i);
             #pragma GCC unroll 8
             for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
@@ -103,8 +108,8 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     const char *xb = x;
     if (m == 1) {
         uint32_t n = n0;
-        for (; n + 4 <= n1; n += 4) tile(w, k, xb, x_stride, 4, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, n, 0, y);
+        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
@@ -112,13 +117,13 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
         uint32_t r = 0;
         for (; r + 3 <= m; r += 3) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, n, r, y);
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, 0, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, 0, n, r, y);
         }
         for (; r < m; r++) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, n, r, y);
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, 0, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, r, y);
         }
     }
 }
@@ -206,7 +211,8 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
  *   s = q0*x0 (+FMA q1*x1, q2*x2, q3*x3);  acc = FMA(d, s, acc)
  *   (Q4_1 also acc = FMA(m, (x0 + x1) + (x2 + x3), acc))
  * then hsum8. A weight row's block is decoded once for up to 4 activation
- * rows (qtile C = 4 or 1); every output runs the same sequence either way. */
+ * rows (qtile C = 4 or 1); decode runs 4 weight rows per tile (R = 4) with
+ * the next tile prefetched. Every output runs the same sequence either way. */
 /* Block b of a row as 4 x 8 FP32 small integers, d and m broadcast. */
 static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
                                                           __m256 q[4], __m256 *d, __m256 *mn) {
@@ -221,33 +227,43 @@ static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *
     q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
 }
 
-static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *row, uint32_t k,
-                                                        const char *x, size_t x_stride, int C,
+static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
+                                                        uint32_t k, const char *x,
+                                                        size_t x_stride, int R, int C, int PF,
                                                         uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m256 acc[4];
+    __m256 acc[4][4];
     #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
-    for (uint32_t b = 0; b < k / 32; b++) {
-        __m256 q[4], d, mn = _mm256_setzero_ps();
-        qdecode(t, row, b, q, &d, &mn);
+    for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
-            __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
-            __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
-            __m256 s = _mm256_mul_ps(q[0], x0);
-            s = _mm256_fmadd_ps(q[1], x1, s);
-            s = _mm256_fmadd_ps(q[2], x2, s);
-            s = _mm256_fmadd_ps(q[3], x3, s);
-            acc[c] = _mm256_fmadd_ps(d, s, acc[c]);
-            if (t == QT_Q4_1)
-                acc[c] = _mm256_fmadd_ps(
-                    mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[c]);
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *row = w + (size_t)(n + r) * row_bytes;
+            if (PF) _mm_prefetch((const char *)(row + R * row_bytes + b * qblock_bytes(t)), _MM_HINT_T0);
+            __m256 q[4], d, mn = _mm256_setzero_ps();
+            qdecode(t, row, b, q, &d, &mn);
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
+                __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
+                __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
+                __m256 s = _mm256_mul_ps(q[0], x0);
+                s = _mm256_fmadd_ps(q[1], x1, s);
+                s = _mm256_fmadd_ps(q[2], x2, s);
+                s = _mm256_fmadd_ps(q[3], x3, s);
+                acc[r][c] = _mm256_fmadd_ps(d, s, acc[r][c]);
+                if (t == QT_Q4_1)
+                    acc[r][c] = _mm256_fmadd_ps(
+                        mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[r][c]);
+            }
         }
     }
     #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) y[m0 + c][n] = hsum8(acc[c]);
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[m0 + c][n + r] = hsum8(acc[r][c]);
 }
 
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
@@ -255,16 +271,23 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
                                                            const void *x, size_t x_stride,
                                                            uint32_t m, float *const *y) {
     const char *xb = x;
+    const uint8_t *wb = w;
     size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    if (m == 1) { /* decode: stream weights once, 4 rows in flight */
+        uint32_t n = n0;
+        for (; n + 4 <= n1; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 1, n, 0, y);
+        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
+        return;
+    }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
         uint32_t r = 0;
         for (; r + 4 <= m; r += 4)
             for (uint32_t n = nb; n < ne; n++)
-                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 4, n, r, y);
+                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
         for (; r < m; r++)
             for (uint32_t n = nb; n < ne; n++)
-                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 1, n, r, y);
+                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
     }
 }
 
