@@ -150,7 +150,8 @@ const record = {
   },
   compiler: sh("cc", ["--version"])?.split("\n")[0],
   kipp_tier: tier, kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA),
-  llama: { bin: llamaBin, source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) },
+  llama: { bin: llamaBin,
+           source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
   kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
 };
 
