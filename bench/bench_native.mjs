@@ -180,6 +180,17 @@ function runLlama(file, c) {
   return { tps: j.avg_ts, command: [llamaBench, ...a].join(" "), raw: j };
 }
 
+// The record is rewritten after every run, so an interrupted run (a loaded
+// machine can take hours) still leaves everything measured so far.
+const stamp = record.date.replace(/[:.]/g, "-");
+mkdirSync(path.join("bench", "results"), { recursive: true });
+const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}-${stamp}.json`);
+const save = (complete) => {
+  record.complete = complete;
+  record.machine.loadavg_end = os.loadavg();
+  writeFileSync(out, JSON.stringify(record, null, 2) + "\n");
+};
+
 const median = (v) => { const s = [...v].sort((a, b) => a - b); const n = s.length;
   return n ? (n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : NaN; };
 
@@ -198,6 +209,7 @@ for (const scheme of schemes) {
         const res = fn(file, c);
         record.runs.push({ scheme, round: r, case: c.name, engine: who, tps: res.tps, command: res.command,
                            loadavg: os.loadavg(), result: res.raw });
+        save(false);
         process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${who.padEnd(9)} ${res.tps.toFixed(2)} tok/s\n`);
       }
     }
@@ -218,12 +230,7 @@ for (const scheme of schemes) {
     record.schemes[scheme].cases.push(entry);
   }
 }
-record.machine.loadavg_end = os.loadavg();
-
-const stamp = record.date.replace(/[:.]/g, "-");
-mkdirSync(path.join("bench", "results"), { recursive: true });
-const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}-${stamp}.json`);
-writeFileSync(out, JSON.stringify(record, null, 2) + "\n");
+save(true);
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
             `medians of ${rounds} round(s)\n`);
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
