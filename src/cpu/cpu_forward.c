@@ -20,11 +20,12 @@
  *   1 attn_norm + pack       one unit per row
  *   2 q, k, v projections    units = output-column ranges
  *   3 q/k norm, RoPE, store  one unit per (row, KV head)
- *   4 attention + pack       one unit per (row, KV head)
+ *   4 attention + pack       one unit per (KV head, run of a session's rows)
  *   5 attn_output + residual units = output-column ranges
  *   6 ffn_norm + pack        one unit per row
  *   7 gate, up, SiLU*up, pack units = output-column ranges
  *   8 ffn_down + residual    units = output-column ranges */
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,6 +41,12 @@
 #define HALF_DIM (KIPP_HEAD_DIM / 2)
 #define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
 #define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
+/* (row, query head) pairs per attention unit: a run of one session's rows
+ * shares every K/V block it loads (kernels_att.h); their queries and
+ * outputs (2 x 512 B per pair) stay in L1 beside the block. */
+#define ATT_PAIRS 32
+_Static_assert(MAX_ROWS <= 256, "attention runs index rows in bytes");
+_Static_assert(ATT_PAIRS >= KIPP_CPU_MAX_GROUP, "an attention unit holds at least one row");
 
 typedef struct cpu_model {
     const kipp_checkpoint *ckpt;
@@ -68,7 +75,12 @@ typedef struct cpu_model {
      * act[1] for ffn_down, so no thread overwrites what another still reads. */
     uint8_t *act[2];
     size_t act_stride;
-    float *att_scratch; /* (threads, group * 32) */
+    float *att_scratch;   /* (threads, att_scratch_n) */
+    size_t att_scratch_n; /* KIPP_CPU_ATT_SCRATCH(att_rows, group) */
+    /* (threads, 2 * max_blocks): one KV head's block pointers, K then V */
+    const uint16_t **att_blocks;
+    uint32_t max_blocks; /* 32-position blocks in the checkpoint's context */
+    uint32_t att_rows;   /* rows per attention unit: ATT_PAIRS / group */
     /* Row pointer arrays for the matmul outputs. */
     float **q_rows, **k_rows, **v_rows, **xn_rows, **gate_rows, **up_rows, **logit_rows;
 
@@ -77,6 +89,10 @@ typedef struct cpu_model {
     kipp_kv_cache *row_kv[MAX_ROWS];
     uint32_t row_pos[MAX_ROWS];
     int32_t row_token[MAX_ROWS];
+    /* Attention units: runs of consecutive rows of one session at
+     * consecutive positions, at most att_rows long. */
+    uint32_t n_att_runs;
+    uint8_t att_run_first[MAX_ROWS], att_run_len[MAX_ROWS];
     uint32_t layer;
 } cpu_model;
 
@@ -110,6 +126,7 @@ static void cpu_model_destroy(void *state) {
     free(m->act[0]);
     free(m->act[1]);
     free(m->att_scratch);
+    free(m->att_blocks);
     free(m->q_rows);
     free(m->k_rows);
     free(m->v_rows);
@@ -157,6 +174,15 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->A = c->heads * KIPP_HEAD_DIM;
     m->F = c->ffn;
     m->group = c->heads / KIPP_KV_HEADS;
+    if (m->group > KIPP_CPU_MAX_GROUP) {
+        uint32_t g = m->group;
+        free(m);
+        return kipp_fail(err, KIPP_E_BACKEND,
+                         "cpu backend: %u query heads per KV head, at most %d supported", g,
+                         KIPP_CPU_MAX_GROUP);
+    }
+    m->att_rows = ATT_PAIRS / m->group;
+    m->max_blocks = (c->context + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
     for (int i = 0; i < HALF_DIM; i++)
         m->rope_freq[i] = pow(c->rope_theta, -2.0 * i / (double)KIPP_HEAD_DIM);
 
@@ -174,8 +200,9 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->rope = alloc_rows(KIPP_HEAD_DIM, err);
     m->act[0] = kipp_calloc(MAX_ROWS, m->act_stride, err);
     m->act[1] = kipp_calloc(MAX_ROWS, m->act_stride, err);
-    m->att_scratch = kipp_calloc((size_t)threads * m->group * KIPP_CPU_ATT_BLOCK, sizeof(float),
-                                 err);
+    m->att_scratch_n = KIPP_CPU_ATT_SCRATCH(m->att_rows, m->group);
+    m->att_scratch = kipp_calloc((size_t)threads * m->att_scratch_n, sizeof(float), err);
+    m->att_blocks = kipp_calloc((size_t)threads * 2 * m->max_blocks, sizeof *m->att_blocks, err);
     m->q_rows = row_pointers(m->q, m->A, err);
     m->k_rows = row_pointers(m->k, KIPP_KV_ROW, err);
     m->v_rows = row_pointers(m->v, KIPP_KV_ROW, err);
@@ -184,7 +211,7 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->up_rows = row_pointers(m->up, m->F, err);
     m->logit_rows = row_pointers(NULL, 0, err);
     if (!m->x || !m->xn || !m->q || !m->k || !m->v || !m->attn || !m->gate || !m->up ||
-        !m->rope || !m->act[0] || !m->act[1] || !m->att_scratch || !m->q_rows || !m->k_rows || !m->v_rows ||
+        !m->rope || !m->act[0] || !m->act[1] || !m->att_scratch || !m->att_blocks || !m->q_rows || !m->k_rows || !m->v_rows ||
         !m->xn_rows || !m->gate_rows || !m->up_rows || !m->logit_rows) {
         cpu_model_destroy(m);
         return kipp_fail(err, KIPP_E_MEMORY, "cpu backend: out of memory for scratch");
@@ -332,36 +359,52 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
     }
 }
 
-/* 4: causal grouped-query attention per (row, KV head) over the row's
- * positions 0..pos, then the slice is packed for attn_output. */
+/* 4: causal grouped-query attention per (KV head, run of rows) over each
+ * row's positions 0..pos, then the rows' slices are packed for attn_output.
+ * A run's rows belong to one session at consecutive positions, so the
+ * kernel loads each K/V block once for all of them. */
 static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
     const float scale = 1.0f / sqrtf((float)KIPP_HEAD_DIM);
-    float *scratch = m->att_scratch + (size_t)tid * m->group * KIPP_CPU_ATT_BLOCK;
+    float *scratch = m->att_scratch + (size_t)tid * m->att_scratch_n;
+    const uint16_t **kb = m->att_blocks + (size_t)tid * 2 * m->max_blocks;
+    const uint16_t **vb = kb + m->max_blocks;
     uint32_t b, e;
-    kipp_pool_split(g->n_rows * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
+    kipp_pool_split(m->n_att_runs * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
     for (uint32_t t = b; t < e; t++) {
         /* Head-major: consecutive units read the same KV head's positions
          * (a 2 KiB-strided slice, so the prefetcher cannot help), which then
-         * stays in L2 from one row to the next; row-major order missed on
-         * most K/V reads in a long prefill. Same arithmetic either way. */
-        uint32_t r = t % g->n_rows, kvh = t / g->n_rows;
-        const kipp_kv_cache *kv = m->row_kv[r];
-        const kipp_kv_store *st = row_store(m, r);
+         * stays in L2 from one run to the next. Same arithmetic either way. */
+        uint32_t run = t % m->n_att_runs, kvh = t / m->n_att_runs;
+        uint32_t r0 = m->att_run_first[run], n_q = m->att_run_len[run];
+        const kipp_kv_cache *kv = m->row_kv[r0];
+        uint32_t pos0 = m->row_pos[r0];
+        const kipp_kv_store *st = row_store(m, r0);
         size_t layer_off = kipp_kv_layer_offset(st, m->layer) + (size_t)kvh * KIPP_HEAD_DIM;
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
-        float *out = row(m->attn, m->A, r) + off;
-        if (st->quant == KIPP_KV_Q8_0) /* same positions, in blocks of 32 values */
-            kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
-                                    st->kq + layer_off / KIPP_QBLOCK,
-                                    st->vq + layer_off / KIPP_QBLOCK, kv->block_table,
-                                    m->row_pos[r] + 1, scale, out, scratch);
-        else
-            m->kern->attention(row(m->q, m->A, r) + off, m->group, st->k + layer_off,
-                               st->v + layer_off, kv->block_table, m->row_pos[r] + 1, scale,
-                               out, scratch);
-        pack_slice(m, 0, row(m->attn, m->A, r), off, m->group * KIPP_HEAD_DIM, r);
+        if (st->quant == KIPP_KV_Q8_0) { /* same positions, in blocks of 32 values */
+            for (uint32_t r = r0; r < r0 + n_q; r++)
+                kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
+                                        st->kq + layer_off / KIPP_QBLOCK,
+                                        st->vq + layer_off / KIPP_QBLOCK, kv->block_table,
+                                        m->row_pos[r] + 1, scale, row(m->attn, m->A, r) + off,
+                                        scratch);
+        } else {
+            /* The kernel sees block pointers, not the cache's layout. */
+            uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
+            assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
+            for (uint32_t i = 0; i < n_blocks; i++) {
+                size_t at = layer_off + (size_t)kv->block_table[i] * KIPP_KV_BLOCK * KIPP_KV_ROW;
+                kb[i] = st->k + at;
+                vb[i] = st->v + at;
+            }
+            kipp_cpu_kv_head head = {kb, vb, KIPP_KV_ROW};
+            m->kern->attention(row(m->q, m->A, r0) + off, m->A, n_q, m->group, pos0, &head,
+                               scale, row(m->attn, m->A, r0) + off, m->A, scratch);
+        }
+        for (uint32_t r = r0; r < r0 + n_q; r++)
+            pack_slice(m, 0, row(m->attn, m->A, r), off, m->group * KIPP_HEAD_DIM, r);
     }
 }
 
@@ -419,6 +462,19 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
     uint32_t R = m->n_rows;
     region g = {.m = m, .n_rows = R};
 
+    /* Attention runs: consecutive rows of one session, capped at att_rows. */
+    m->n_att_runs = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t last = m->n_att_runs - 1;
+        if (r > 0 && m->row_kv[r] == m->row_kv[r - 1] && m->row_pos[r] == m->row_pos[r - 1] + 1 &&
+            m->att_run_len[last] < m->att_rows) {
+            m->att_run_len[last]++;
+        } else {
+            m->att_run_first[m->n_att_runs] = (uint8_t)r;
+            m->att_run_len[m->n_att_runs++] = 1;
+        }
+    }
+
     for (uint32_t r = 0; r < R; r++) {
         /* Token embedding: x = token_embd[token] (hidden,) */
         const uint16_t *e = (const uint16_t *)w->token_embd.data + (size_t)m->row_token[r] * m->H;
@@ -445,7 +501,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
         /* Causal grouped-query attention over the paged cache. */
-        kipp_pool_run(m->pool, region_attention, &g, R * KIPP_KV_HEADS);
+        kipp_pool_run(m->pool, region_attention, &g, m->n_att_runs * KIPP_KV_HEADS);
         /* Output projection (heads*128 -> hidden) plus residual. */
         g.out_w = &L->attn_output;
         g.out_buf = 0;

@@ -10,9 +10,10 @@
  *    run exactly this sequence per (row, column) pair; the blocked path only
  *    reuses loaded weights across activation rows. Callers split output
  *    columns (weight rows) between threads, never K.
- *  - attention: one query against positions [0, n_pos) in 32-position KV
- *    blocks, in position order, with an online softmax per block; nothing
- *    depends on what else is in the batch.
+ *  - attention: each query row against its positions [0, pos] in
+ *    32-position KV blocks, in position order, with an online softmax per
+ *    block; rows of one session share each loaded block, but a row's
+ *    operations and their order are those of the row alone.
  *  - norms and elementwise ops work on one row at a time.
  * Tiers differ from each other (lane width, lane order, fold); each is
  * invariant in itself. */
@@ -22,13 +23,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/kv.h"
 #include "core/quant.h"
 #include "kipp.h"
 
 /* Every matmul K is a multiple of this (all family dimensions are). */
 #define KIPP_CPU_K_ALIGN 32
-/* Positions per KV block: the attention's online-softmax granule. */
+/* Positions per KV block: the attention's online-softmax granule. It is
+ * the cache's block size, so a block's positions are contiguous. */
 #define KIPP_CPU_ATT_BLOCK 32
+_Static_assert(KIPP_CPU_ATT_BLOCK == KIPP_KV_BLOCK, "attention blocks are cache blocks");
+_Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-value blocks");
 
 /* y[m][n] for m in [0, M), n in [n0, n1):
  *   dot(W row n, activation row m).
@@ -39,15 +44,36 @@ typedef void (*kipp_cpu_matmul_fn)(const uint16_t *w, uint32_t k, uint32_t n0,
                                    uint32_t n1, const void *x, size_t x_stride,
                                    uint32_t m, float *const *y);
 
-/* One query token against one KV head's cached positions [0, n_pos).
- * q: [g][128] FP32 (normed, rotated; not yet scaled). k, v: the layer's
- * BF16 store [physical position][8][128], already offset to this KV head;
- * block_table maps logical 32-position block -> physical block. out:
- * [g][128]. scratch: at least g * 32 floats. */
-typedef void (*kipp_cpu_attention_fn)(const float *q, uint32_t g,
-                                      const uint16_t *k, const uint16_t *v,
-                                      const uint32_t *block_table,
-                                      uint32_t n_pos, float scale, float *out,
+/* One KV head of one session's BF16 cache, as the attention kernels see
+ * it: k_blocks[b] / v_blocks[b] point at logical block b's first position
+ * (this head's 128 values); positions within a block are pos_stride
+ * elements apart. The kernels never see the cache's layout or block table,
+ * so the storage behind these pointers can change freely. */
+typedef struct kipp_cpu_kv_head {
+    const uint16_t *const *k_blocks;
+    const uint16_t *const *v_blocks;
+    size_t pos_stride;
+} kipp_cpu_kv_head;
+
+/* Query heads per KV head the attention kernels accept (their per-row state
+ * is sized by it); the cpu backend refuses checkpoints above it. */
+#define KIPP_CPU_MAX_GROUP 16
+/* Floats of scratch an attention call needs for n_q rows of g heads:
+ * per (row, head) the query and output in the tier's layout (128 each),
+ * one block of scores (32), running max and sum. */
+#define KIPP_CPU_ATT_SCRATCH(n_q, g) \
+    ((size_t)(n_q) * (g) * (2 * KIPP_HEAD_DIM + KIPP_CPU_ATT_BLOCK + 2) + 16)
+
+/* n_q query rows of one session against one KV head. Row i is the query at
+ * position pos0 + i and attends positions [0, pos0 + i]. q row i is
+ * q + i * q_stride: [g][128] FP32 (normed, rotated; not yet scaled); out
+ * row i likewise. scratch: KIPP_CPU_ATT_SCRATCH(n_q, g) floats.
+ * Every row's numbers are those of a call with n_q = 1 for that row alone:
+ * the loop nest shares each K/V block between rows, the per-row operation
+ * order does not change (kernels_att.h). */
+typedef void (*kipp_cpu_attention_fn)(const float *q, size_t q_stride, uint32_t n_q,
+                                      uint32_t g, uint32_t pos0, const kipp_cpu_kv_head *kv,
+                                      float scale, float *out, size_t out_stride,
                                       float *scratch);
 
 /* The same contract for quantized weights: w is [N] rows of K / 32 ggml

@@ -30,16 +30,53 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* 2^n for integer-valued n in [-126, 128], built in the exponent field in
+ * two halves so that 128 does not overflow it (vf_exp clamps x to
+ * [-87.3, 88.7]: exp(-87.3) ~ 1e-38 stands in for 0). */
+static inline __m256 scale2n256(__m256 p, __m256 n) {
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i h1 = _mm256_srai_epi32(ni, 1);
+    __m256i h2 = _mm256_sub_epi32(ni, h1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* The names kernels_simd.h's shared bodies use (see there). */
+typedef __m256 vf;
+#define VL 8
+#define vf_load _mm256_loadu_ps
+#define vf_store _mm256_storeu_ps
+#define vf_set1 _mm256_set1_ps
+#define vf_zero _mm256_setzero_ps
+#define vf_add _mm256_add_ps
+#define vf_sub _mm256_sub_ps
+#define vf_mul _mm256_mul_ps
+#define vf_div _mm256_div_ps
+#define vf_max _mm256_max_ps
+#define vf_min _mm256_min_ps
+#define vf_fmadd _mm256_fmadd_ps
+#define vf_fmsub _mm256_fmsub_ps
+#define vf_fnmadd _mm256_fnmadd_ps
+#define vf_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_scale2n scale2n256
+#define vf_hsum hsum8
+#define VF_EXP_MIN (-87.3f)
+#include "cpu/kernels_simd.h"
+
 static inline __m256 bf16x8_to_f32(const uint16_t *p) {
     __m128i h = _mm_loadu_si128((const __m128i *)p);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* PF (decode): each weight row's next line is prefetched R rows ahead --
+ * the next tile's -- because rows of a few KiB are too short for the
+ * hardware prefetcher to ramp up on. Prefetches never fault. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
                                                        const char *x, size_t x_stride,
-                                                       int R, int C, uint32_t n,
+                                                       int R, int C, int PF, uint32_t n,
                                                        uint32_t m, float *const *y) {
-    __m256 acc[4][3];
+    __m256 acc[8][3];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
@@ -51,6 +88,8 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
             xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
+            if (PF && i % 32 == 0) /* one 64-byte line per 32 values */
+                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
             __m256 wv = bf16x8_to_f32(w + (size_t)(n + r) * k + i);
             #pragma GCC unroll 8
             for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
@@ -69,8 +108,8 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     const char *xb = x;
     if (m == 1) {
         uint32_t n = n0;
-        for (; n + 4 <= n1; n += 4) tile(w, k, xb, x_stride, 4, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, n, 0, y);
+        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
@@ -78,147 +117,92 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
         uint32_t r = 0;
         for (; r + 3 <= m; r += 3) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, n, r, y);
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, 0, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, 0, n, r, y);
         }
         for (; r < m; r++) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, n, r, y);
+            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, 0, n, r, y);
+            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, r, y);
         }
     }
 }
 
-/* exp: 2^n * p(r) as in the AVX-512 tier; 2^n built in the exponent field,
- * so x is clamped to [-87.3, 88.7] (exp(-87.3) ~ 1e-38 stands in for 0;
- * callers mask what must be exactly 0). */
-static inline __m256 exp256(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* n in [-126, 128]: 2^n = (n + 127) << 23, split in two halves so 128
-     * does not overflow the exponent field. */
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i h1 = _mm256_srai_epi32(ni, 1);
-    __m256i h2 = _mm256_sub_epi32(ni, h1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+/* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
+ * plain algorithm). A K row is widened once into an L1 buffer (16 YMM
+ * registers would be all of them) and read by every row and head. Scores:
+ * two 8-lane FMA chains (values d..d+7 and d+8..d+15 of each 16), added,
+ * then hsum8. PV: half a head (64 outputs, 8 registers) at a time over the
+ * block, out += p_j * v_j in position order. */
+typedef struct att_krow {
+    float k[KIPP_HEAD_DIM] __attribute__((aligned(32)));
+} att_krow;
+
+static inline void att_load_q(const float *q, float *qd) {
+    memcpy(qd, q, KIPP_HEAD_DIM * sizeof(float));
 }
 
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
-    __m256 acc = _mm256_setzero_ps();
-    for (uint32_t i = 0; i < n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        acc = _mm256_fmadd_ps(v, v, acc);
-    }
-    float inv = 1.0f / sqrtf(hsum8(acc) / (float)n + eps);
-    __m256 vi = _mm256_set1_ps(inv);
-    for (uint32_t i = 0; i < n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
-                                                _mm256_loadu_ps(w + i)));
+static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k, att_krow *kw) {
+    for (int d = 0; d < KIPP_HEAD_DIM; d += 8) _mm256_store_ps(kw->k + d, bf16x8_to_f32(k + d));
 }
 
-static void rope(float *x, const float *c, const float *s) {
-    for (int i = 0; i < 64; i += 8) {
-        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 64);
-        __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(a, cv, _mm256_mul_ps(b, sv)));
-        _mm256_storeu_ps(x + i + 64, _mm256_fmadd_ps(b, cv, _mm256_mul_ps(a, sv)));
+static inline __attribute__((always_inline)) float att_dot(const float *qh, const att_krow *kw) {
+    __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_load_ps(kw->k));
+    __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), _mm256_load_ps(kw->k + 8));
+    for (int d = 16; d < KIPP_HEAD_DIM; d += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), _mm256_load_ps(kw->k + d), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), _mm256_load_ps(kw->k + d + 8), acc1);
     }
+    return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
-static void silu_mul(float *g, const float *u, uint32_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (uint32_t i = 0; i < n; i += 8) {
-        __m256 v = _mm256_loadu_ps(g + i);
-        __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), v));
-        __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *oh, const uint16_t *v, size_t stride) {
+    float bmax = -INFINITY;
+    for (uint32_t j = 0; j < nb; j++) {
+        p[j] *= scale;
+        bmax = p[j] > bmax ? p[j] : bmax;
     }
-}
-
-/* See kernels_generic.c for the algorithm. */
-static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
-                      const uint32_t *table, uint32_t n_pos, float scale, float *out,
-                      float *scratch) {
-    float run_max[16], run_sum[16];
-    for (uint32_t h = 0; h < g; h++) {
-        run_max[h] = -INFINITY;
-        run_sum[h] = 0.0f;
+    float new_max = bmax > *run_max ? bmax : *run_max;
+    float corr = *run_max == -INFINITY
+                     ? 0.0f
+                     : _mm256_cvtss_f32(vf_exp(_mm256_set1_ps(*run_max - new_max)));
+    for (uint32_t j = nb; j < KIPP_CPU_ATT_BLOCK; j++) p[j] = 0.0f; /* masked lanes */
+    __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
+        __m256 e = vf_exp(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
+        /* lanes past nb must contribute exactly 0 */
+        __m256 valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
+                                     _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
+        e = _mm256_and_ps(e, valid);
+        _mm256_storeu_ps(p + j, e);
+        sum = _mm256_add_ps(sum, e);
     }
-    memset(out, 0, (size_t)g * 128 * sizeof(float));
-    for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
-        uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
-        size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
+    *run_sum = *run_sum * corr + hsum8(sum);
+    *run_max = new_max;
+    __m256 vc = _mm256_set1_ps(corr);
+    for (int half = 0; half < KIPP_HEAD_DIM; half += 64) {
+        __m256 o[8];
+        #pragma GCC unroll 8
+        for (int d = 0; d < 8; d++) o[d] = _mm256_mul_ps(_mm256_loadu_ps(oh + half + 8 * d), vc);
         for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *kr = k + (base + j) * 1024;
-            for (uint32_t h = 0; h < g; h++) {
-                const float *qh = q + (size_t)h * 128;
-                __m256 acc0 = _mm256_mul_ps(_mm256_loadu_ps(qh), bf16x8_to_f32(kr));
-                __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(qh + 8), bf16x8_to_f32(kr + 8));
-                for (int d = 16; d < 128; d += 16) {
-                    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d), bf16x8_to_f32(kr + d), acc0);
-                    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(qh + d + 8), bf16x8_to_f32(kr + d + 8), acc1);
-                }
-                scratch[h * 32 + j] = hsum8(_mm256_add_ps(acc0, acc1)) * scale;
-            }
+            const uint16_t *vr = v + j * stride + half;
+            __m256 pj = _mm256_set1_ps(p[j]);
+            #pragma GCC unroll 8
+            for (int d = 0; d < 8; d++) o[d] = _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + 8 * d), o[d]);
         }
-        for (uint32_t h = 0; h < g; h++) {
-            float *p = scratch + h * 32;
-            float bmax = -INFINITY;
-            for (uint32_t j = 0; j < nb; j++) bmax = p[j] > bmax ? p[j] : bmax;
-            float new_max = bmax > run_max[h] ? bmax : run_max[h];
-            float corr = run_max[h] == -INFINITY
-                             ? 0.0f
-                             : _mm256_cvtss_f32(exp256(_mm256_set1_ps(run_max[h] - new_max)));
-            for (uint32_t j = nb; j < 32; j++) p[j] = 0.0f; /* masked lanes */
-            __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
-            for (uint32_t j = 0; j < 32; j += 8) {
-                __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
-                /* lanes past nb must contribute exactly 0 */
-                __m256 valid = _mm256_cmp_ps(
-                    _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
-                    _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
-                e = _mm256_and_ps(e, valid);
-                _mm256_storeu_ps(p + j, e);
-                sum = _mm256_add_ps(sum, e);
-            }
-            run_sum[h] = run_sum[h] * corr + hsum8(sum);
-            run_max[h] = new_max;
-            __m256 vc = _mm256_set1_ps(corr);
-            float *oh = out + (size_t)h * 128;
-            for (int d = 0; d < 128; d += 8)
-                _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), vc));
-        }
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *vr = v + (base + j) * 1024;
-            for (uint32_t h = 0; h < g; h++) {
-                __m256 pj = _mm256_set1_ps(scratch[h * 32 + j]);
-                float *oh = out + (size_t)h * 128;
-                for (int d = 0; d < 128; d += 8)
-                    _mm256_storeu_ps(oh + d, _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + d),
-                                                             _mm256_loadu_ps(oh + d)));
-            }
-        }
-    }
-    for (uint32_t h = 0; h < g; h++) {
-        __m256 inv = _mm256_set1_ps(1.0f / run_sum[h]);
-        float *oh = out + (size_t)h * 128;
-        for (int d = 0; d < 128; d += 8)
-            _mm256_storeu_ps(oh + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), inv));
+        #pragma GCC unroll 8
+        for (int d = 0; d < 8; d++) _mm256_storeu_ps(oh + half + 8 * d, o[d]);
     }
 }
+
+static inline void att_store(const float *oh, float run_sum, float *out) {
+    __m256 inv = _mm256_set1_ps(1.0f / run_sum);
+    for (int d = 0; d < KIPP_HEAD_DIM; d += 8)
+        _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(oh + d), inv));
+}
+
+#include "cpu/kernels_att.h"
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks decoded in registers to 4 x 8 FP32 small integers q (Q4_0: nibble
@@ -227,77 +211,59 @@ static void attention(const float *q, uint32_t g, const uint16_t *k, const uint1
  *   s = q0*x0 (+FMA q1*x1, q2*x2, q3*x3);  acc = FMA(d, s, acc)
  *   (Q4_1 also acc = FMA(m, (x0 + x1) + (x2 + x3), acc))
  * then hsum8. A weight row's block is decoded once for up to 4 activation
- * rows (qtile C = 4 or 1); every output runs the same sequence either way. */
-enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
-
-static inline size_t qblock_bytes(int t) {
-    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
-           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
-}
-
+ * rows (qtile C = 4 or 1); decode runs 4 weight rows per tile (R = 4) with
+ * the next tile prefetched. Every output runs the same sequence either way. */
+/* Block b of a row as 4 x 8 FP32 small integers, d and m broadcast. */
 static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
                                                           __m256 q[4], __m256 *d, __m256 *mn) {
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-            q[c] = _mm256_cvtepi32_ps(
-                _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + 8 * c))));
-        return;
-    }
-    const uint8_t *qs;
-    if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        qs = blk->qs;
-    } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-        *d = _mm256_set1_ps(_cvtsh_ss(blk->d));
-        *mn = _mm256_set1_ps(_cvtsh_ss(blk->m));
-        qs = blk->qs;
-    }
-    const __m128i mask = _mm_set1_epi8(15);
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    __m128i lo = _mm_and_si128(raw, mask);                     /* elements 0..15 */
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);  /* elements 16..31 */
-    if (t == QT_Q4_0) {
-        lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
-        hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
-    }
+    __m128i lo, hi;
+    float ds, ms = 0.0f;
+    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
+    *d = _mm256_set1_ps(ds);
+    if (t == QT_Q4_1) *mn = _mm256_set1_ps(ms);
     q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
     q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
     q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
     q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
 }
 
-static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *row, uint32_t k,
-                                                        const char *x, size_t x_stride, int C,
+static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
+                                                        uint32_t k, const char *x,
+                                                        size_t x_stride, int R, int C, int PF,
                                                         uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m256 acc[4];
+    __m256 acc[4][4];
     #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
-    for (uint32_t b = 0; b < k / 32; b++) {
-        __m256 q[4], d, mn = _mm256_setzero_ps();
-        qdecode(t, row, b, q, &d, &mn);
+    for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
-            __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
-            __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
-            __m256 s = _mm256_mul_ps(q[0], x0);
-            s = _mm256_fmadd_ps(q[1], x1, s);
-            s = _mm256_fmadd_ps(q[2], x2, s);
-            s = _mm256_fmadd_ps(q[3], x3, s);
-            acc[c] = _mm256_fmadd_ps(d, s, acc[c]);
-            if (t == QT_Q4_1)
-                acc[c] = _mm256_fmadd_ps(
-                    mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[c]);
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < k / 32; b++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *row = w + (size_t)(n + r) * row_bytes;
+            if (PF) _mm_prefetch((const char *)(row + R * row_bytes + b * qblock_bytes(t)), _MM_HINT_T0);
+            __m256 q[4], d, mn = _mm256_setzero_ps();
+            qdecode(t, row, b, q, &d, &mn);
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
+                __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
+                __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
+                __m256 s = _mm256_mul_ps(q[0], x0);
+                s = _mm256_fmadd_ps(q[1], x1, s);
+                s = _mm256_fmadd_ps(q[2], x2, s);
+                s = _mm256_fmadd_ps(q[3], x3, s);
+                acc[r][c] = _mm256_fmadd_ps(d, s, acc[r][c]);
+                if (t == QT_Q4_1)
+                    acc[r][c] = _mm256_fmadd_ps(
+                        mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[r][c]);
+            }
         }
     }
     #pragma GCC unroll 4
-    for (int c = 0; c < C; c++) y[m0 + c][n] = hsum8(acc[c]);
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[m0 + c][n + r] = hsum8(acc[r][c]);
 }
 
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
@@ -305,31 +271,27 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
                                                            const void *x, size_t x_stride,
                                                            uint32_t m, float *const *y) {
     const char *xb = x;
+    const uint8_t *wb = w;
     size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    if (m == 1) { /* decode: stream weights once, 4 rows in flight */
+        uint32_t n = n0;
+        for (; n + 4 <= n1; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 1, n, 0, y);
+        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
+        return;
+    }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
         uint32_t r = 0;
         for (; r + 4 <= m; r += 4)
             for (uint32_t n = nb; n < ne; n++)
-                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 4, n, r, y);
+                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
         for (; r < m; r++)
             for (uint32_t n = nb; n < ne; n++)
-                qtile(t, (const uint8_t *)w + n * row_bytes, k, xb, x_stride, 1, n, r, y);
+                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
     }
 }
 
-static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
     .name = "avx2",

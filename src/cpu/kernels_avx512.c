@@ -19,6 +19,28 @@
 
 #include "cpu/kernels.h"
 
+/* The names kernels_simd.h's shared bodies use (see there). */
+typedef __m512 vf;
+#define VL 16
+#define vf_load _mm512_loadu_ps
+#define vf_store _mm512_storeu_ps
+#define vf_set1 _mm512_set1_ps
+#define vf_zero _mm512_setzero_ps
+#define vf_add _mm512_add_ps
+#define vf_sub _mm512_sub_ps
+#define vf_mul _mm512_mul_ps
+#define vf_div _mm512_div_ps
+#define vf_max _mm512_max_ps
+#define vf_min _mm512_min_ps
+#define vf_fmadd _mm512_fmadd_ps
+#define vf_fmsub _mm512_fmsub_ps
+#define vf_fnmadd _mm512_fnmadd_ps
+#define vf_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_scale2n _mm512_scalef_ps /* exact 2^n, gradual underflow included */
+#define vf_hsum _mm512_reduce_add_ps
+#define VF_EXP_MIN (-104.0f)
+#include "cpu/kernels_simd.h"
+
 /* Packed activation row: FP32, each 32-value chunk de-interleaved as
  * x[0], x[2], ..., x[30] then x[1], x[3], ..., x[31]. A 32-value BF16
  * weight load holds value 2j in the low and 2j+1 in the high half of dword
@@ -45,10 +67,14 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
  * neighbours, so matrix-vector and matrix-matrix give the same bits. The
- * weight vectors are widened once per chunk and reused by all C rows. */
+ * weight vectors are widened once per chunk and reused by all C rows.
+ * PF (decode): each row's line is prefetched R rows ahead -- the next
+ * tile's -- so the next rows stream in while this tile computes (rows are
+ * only a few KiB, too short for the hardware prefetcher to ramp up on). A
+ * prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
                                                        const char *x, size_t x_stride,
-                                                       int R, int C, uint32_t n,
+                                                       int R, int C, int PF, uint32_t n,
                                                        uint32_t m, float *const *y) {
     __m512 acc[8][4];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
@@ -61,6 +87,7 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m512i wv = _mm512_loadu_si512(w + (size_t)(n + r) * k + i);
+            if (PF) _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
             we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
             wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
         }
@@ -87,8 +114,8 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
 #define ROW_TILES(C)                                                              \
     do {                                                                          \
         uint32_t n = nb;                                                          \
-        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, n, r, y);      \
-        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, n, r, y);              \
+        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, 0, n, r, y);      \
+        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, 0, n, r, y);              \
     } while (0)
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
@@ -96,8 +123,8 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     const char *xb = x;
     if (m == 1) { /* decode: stream weights once, 8 rows in flight */
         uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, n, 0, y);
+        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
@@ -114,157 +141,95 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
 }
 #undef ROW_TILES
 
-/* exp for softmax and SiLU: 2^n * p(r), r = x - n ln2, |r| <= ln2/2, Taylor
- * to degree 6 (about 1 ulp). Inputs clamped so -inf gives 0, not NaN. */
-static inline __m512 exp512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+/* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
+ * plain algorithm). K and V rows are widened 32 values at a time like the
+ * matmul's weights (shift = even values, AND = odd values), so q and the
+ * output accumulators are kept de-interleaved the same way (qd, od: per
+ * 32-value chunk, evens then odds) and put back in order by att_store.
+ * Scores: q . k as one 8-FMA chain over the 16-wide pieces (chunk 0 evens,
+ * chunk 0 odds, chunk 1 evens, ...), then reduce_add. PV: a head's 128
+ * outputs in registers over the block, out += p_j * v_j in position order. */
+enum { ATT_VECS = KIPP_HEAD_DIM / 16 };
 
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
-    __m512 acc = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < n; i += 16) {
-        __m512 v = _mm512_loadu_ps(x + i);
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    float inv = 1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)n + eps);
-    __m512 vi = _mm512_set1_ps(inv);
-    for (uint32_t i = 0; i < n; i += 16)
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vi),
-                                                _mm512_loadu_ps(w + i)));
-}
+typedef struct att_krow {
+    __m512 v[ATT_VECS];
+} att_krow;
 
-static void rope(float *x, const float *c, const float *s) {
-    for (int i = 0; i < 64; i += 16) {
-        __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 64);
-        __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
-        _mm512_storeu_ps(x + i, _mm512_fmsub_ps(a, cv, _mm512_mul_ps(b, sv)));
-        _mm512_storeu_ps(x + i + 64, _mm512_fmadd_ps(b, cv, _mm512_mul_ps(a, sv)));
-    }
-}
-
-static void silu_mul(float *g, const float *u, uint32_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (uint32_t i = 0; i < n; i += 16) {
-        __m512 v = _mm512_loadu_ps(g + i);
-        __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), v));
-        __m512 s = _mm512_div_ps(v, _mm512_add_ps(one, e));
-        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
-    }
-}
-
-/* See kernels_generic.c for the algorithm. K and V rows are widened 32
- * values at a time like the matmul's weights (shift = even values, AND =
- * odd values), so q and the output accumulators are kept de-interleaved
- * the same way (qd, od: per 32-value chunk, evens then odds) and put back
- * in order once at the end. Scores: q . k as one 8-FMA chain over the
- * 16-wide pieces (chunk 0 evens, chunk 0 odds, chunk 1 evens, ...), then
- * reduce_add; a K row is widened once for every query head of the group.
- * PV: head-outer, a head's 128 outputs in registers over the block (the
- * block's V rows are in L1), out += p_j * v_j in position order. */
-static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
-                      const uint32_t *table, uint32_t n_pos, float scale, float *out,
-                      float *scratch) {
-    const __m512 vscale = _mm512_set1_ps(scale);
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+static inline void att_load_q(const float *q, float *qd) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512i lo_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i hi_half = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    float run_max[16], run_sum[16];
-    float qd[16 * 128] __attribute__((aligned(64)));
-    float od[16 * 128] __attribute__((aligned(64)));
-    for (uint32_t h = 0; h < g; h++) {
-        run_max[h] = -INFINITY;
-        run_sum[h] = 0.0f;
-        for (int c = 0; c < 128; c += 32) {
-            __m512 a = _mm512_loadu_ps(q + h * 128 + c), b = _mm512_loadu_ps(q + h * 128 + c + 16);
-            _mm512_store_ps(qd + h * 128 + c, _mm512_permutex2var_ps(a, even, b));
-            _mm512_store_ps(qd + h * 128 + c + 16, _mm512_permutex2var_ps(a, odd, b));
-        }
-    }
-    memset(od, 0, (size_t)g * 128 * sizeof(float));
-    for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
-        uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
-        size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *kr = k + (base + j) * 1024;
-            __m512 kv[8];
-            #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                __m512i wv = _mm512_loadu_si512(kr + 32 * c);
-                kv[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-                kv[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
-            }
-            for (uint32_t h = 0; h < g; h++) {
-                const float *qh = qd + (size_t)h * 128;
-                __m512 acc = _mm512_mul_ps(_mm512_load_ps(qh), kv[0]);
-                #pragma GCC unroll 8
-                for (int d = 1; d < 8; d++)
-                    acc = _mm512_fmadd_ps(_mm512_load_ps(qh + 16 * d), kv[d], acc);
-                scratch[h * 32 + j] = _mm512_reduce_add_ps(acc);
-            }
-        }
-        __mmask16 m0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
-        __mmask16 m1 = nb <= 16 ? 0 : (__mmask16)((1u << (nb - 16)) - 1);
-        if (nb == 32) m1 = 0xffff;
-        const __m512 ninf = _mm512_set1_ps(-INFINITY);
-        for (uint32_t h = 0; h < g; h++) {
-            float *p = scratch + h * 32;
-            __m512 s0 = _mm512_mask_loadu_ps(ninf, m0, p);
-            __m512 s1 = _mm512_mask_loadu_ps(ninf, m1, p + 16);
-            s0 = _mm512_mul_ps(s0, vscale);
-            s1 = _mm512_mul_ps(s1, vscale);
-            float bmax = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
-            float new_max = bmax > run_max[h] ? bmax : run_max[h];
-            __m512 nm = _mm512_set1_ps(new_max);
-            __m512 e0 = _mm512_maskz_mov_ps(m0, exp512(_mm512_sub_ps(s0, nm)));
-            __m512 e1 = _mm512_maskz_mov_ps(m1, exp512(_mm512_sub_ps(s1, nm)));
-            float corr = _mm512_cvtss_f32(exp512(_mm512_set1_ps(run_max[h] - new_max)));
-            run_sum[h] = run_sum[h] * corr + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
-            run_max[h] = new_max;
-            _mm512_storeu_ps(p, e0);
-            _mm512_storeu_ps(p + 16, e1);
-            __m512 vc = _mm512_set1_ps(corr);
-            float *oh = od + (size_t)h * 128;
-            __m512 o[8];
-            #pragma GCC unroll 8
-            for (int d = 0; d < 8; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(oh + 16 * d), vc);
-            for (uint32_t j = 0; j < nb; j++) {
-                const uint16_t *vr = v + (base + j) * 1024;
-                __m512 pj = _mm512_set1_ps(p[j]);
-                #pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) {
-                    __m512i wv = _mm512_loadu_si512(vr + 32 * c);
-                    o[2 * c] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), o[2 * c]);
-                    o[2 * c + 1] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)), o[2 * c + 1]);
-                }
-            }
-            #pragma GCC unroll 8
-            for (int d = 0; d < 8; d++) _mm512_store_ps(oh + 16 * d, o[d]);
-        }
-    }
-    for (uint32_t h = 0; h < g; h++) {
-        __m512 inv = _mm512_set1_ps(1.0f / run_sum[h]);
-        for (int c = 0; c < 128; c += 32) {
-            __m512 e = _mm512_load_ps(od + h * 128 + c), o = _mm512_load_ps(od + h * 128 + c + 16);
-            _mm512_storeu_ps(out + h * 128 + c, _mm512_mul_ps(_mm512_permutex2var_ps(e, lo_half, o), inv));
-            _mm512_storeu_ps(out + h * 128 + c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(e, hi_half, o), inv));
-        }
+    for (int c = 0; c < KIPP_HEAD_DIM; c += 32) {
+        __m512 a = _mm512_loadu_ps(q + c), b = _mm512_loadu_ps(q + c + 16);
+        _mm512_store_ps(qd + c, _mm512_permutex2var_ps(a, even, b));
+        _mm512_store_ps(qd + c + 16, _mm512_permutex2var_ps(a, odd, b));
     }
 }
+
+static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k, att_krow *kw) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 4
+    for (int c = 0; c < ATT_VECS / 2; c++) {
+        __m512i wv = _mm512_loadu_si512(k + 32 * c);
+        kw->v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+        kw->v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+    }
+}
+
+static inline __attribute__((always_inline)) float att_dot(const float *qd, const att_krow *kw) {
+    __m512 acc = _mm512_mul_ps(_mm512_load_ps(qd), kw->v[0]);
+    #pragma GCC unroll 8
+    for (int d = 1; d < ATT_VECS; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(qd + 16 * d), kw->v[d], acc);
+    return _mm512_reduce_add_ps(acc);
+}
+
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *od, const uint16_t *v, size_t stride) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __mmask16 m0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
+    __mmask16 m1 = nb <= 16 ? 0 : nb == 32 ? 0xffff : (__mmask16)((1u << (nb - 16)) - 1);
+    __m512 s0 = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, m0, p), vscale);
+    __m512 s1 = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, m1, p + 16), vscale);
+    float bmax = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    float new_max = bmax > *run_max ? bmax : *run_max;
+    __m512 nm = _mm512_set1_ps(new_max);
+    __m512 e0 = _mm512_maskz_mov_ps(m0, vf_exp(_mm512_sub_ps(s0, nm)));
+    __m512 e1 = _mm512_maskz_mov_ps(m1, vf_exp(_mm512_sub_ps(s1, nm)));
+    float corr = _mm512_cvtss_f32(vf_exp(_mm512_set1_ps(*run_max - new_max)));
+    *run_sum = *run_sum * corr + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+    *run_max = new_max;
+    _mm512_storeu_ps(p, e0);
+    _mm512_storeu_ps(p + 16, e1);
+    __m512 vc = _mm512_set1_ps(corr);
+    __m512 o[ATT_VECS];
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(od + 16 * d), vc);
+    for (uint32_t j = 0; j < nb; j++) {
+        const uint16_t *vr = v + j * stride;
+        __m512 pj = _mm512_set1_ps(p[j]);
+        #pragma GCC unroll 4
+        for (int c = 0; c < ATT_VECS / 2; c++) {
+            __m512i wv = _mm512_loadu_si512(vr + 32 * c);
+            o[2 * c] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), o[2 * c]);
+            o[2 * c + 1] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)), o[2 * c + 1]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) _mm512_store_ps(od + 16 * d, o[d]);
+}
+
+static inline void att_store(const float *od, float run_sum, float *out) {
+    const __m512i lo_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_half = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    __m512 inv = _mm512_set1_ps(1.0f / run_sum);
+    for (int c = 0; c < KIPP_HEAD_DIM; c += 32) {
+        __m512 e = _mm512_load_ps(od + c), o = _mm512_load_ps(od + c + 16);
+        _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_permutex2var_ps(e, lo_half, o), inv));
+        _mm512_storeu_ps(out + c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(e, hi_half, o), inv));
+    }
+}
+
+#include "cpu/kernels_att.h"
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded in registers to 2 x 16 FP32 small integers q (Q4_0:
@@ -275,42 +240,14 @@ static void attention(const float *q, uint32_t g, const uint16_t *k, const uint1
  * then _mm512_reduce_add_ps. Tiles of up to 4 weight rows x 4 activation
  * rows share decoded blocks and reordered chunks; every output runs the
  * same sequence whatever its tile. */
-enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
-
-static inline size_t qblock_bytes(int t) {
-    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
-           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
-}
-
+/* Block b of a row as 2 x 16 FP32 small integers, d and m broadcast. */
 static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
                                                           __m512 q[2], __m512 *d, __m512 *mn) {
-    __m128i lo, hi; /* elements 0..15 and 16..31 as signed bytes */
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-        lo = _mm_loadu_si128((const __m128i *)blk->qs);
-        hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
-    } else {
-        const uint8_t *qs;
-        if (t == QT_Q4_0) {
-            const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-            qs = blk->qs;
-        } else {
-            const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-            *d = _mm512_set1_ps(_cvtsh_ss(blk->d));
-            *mn = _mm512_set1_ps(_cvtsh_ss(blk->m));
-            qs = blk->qs;
-        }
-        const __m128i mask = _mm_set1_epi8(15);
-        __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-        lo = _mm_and_si128(raw, mask);
-        hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-        if (t == QT_Q4_0) {
-            lo = _mm_sub_epi8(lo, _mm_set1_epi8(8));
-            hi = _mm_sub_epi8(hi, _mm_set1_epi8(8));
-        }
-    }
+    __m128i lo, hi;
+    float ds, ms = 0.0f;
+    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
+    *d = _mm512_set1_ps(ds);
+    if (t == QT_Q4_1) *mn = _mm512_set1_ps(ms);
     q[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
     q[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
 }
@@ -330,22 +267,25 @@ static inline __attribute__((always_inline)) void act_f32(const char *xrow, uint
  * site). Per block, each weight row is decoded and scaled once (w = d * q,
  * Q4_1: d * q + m, the values the oracle decodes) and each activation chunk
  * reordered once; then every (row, activation) pair is two FMAs, as in the
- * BF16 tile. */
+ * BF16 tile. PF: prefetch R rows ahead, as the BF16 tile. */
 static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
                                                         uint32_t k, const char *x,
-                                                        size_t x_stride, int R, int C,
+                                                        size_t x_stride, int R, int C, int PF,
                                                         uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m512 acc[4][4];
-    #pragma GCC unroll 4
+    __m512 acc[8][4];
+    #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (uint32_t b = 0; b < k / 32; b++) {
-        __m512 wv[4][2];
-        #pragma GCC unroll 4
+        __m512 wv[8][2];
+        #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m512 q[2], d, mn = _mm512_setzero_ps();
+            if (PF)
+                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * row_bytes + b * qblock_bytes(t)),
+                             _MM_HINT_T0);
             qdecode(t, w + (size_t)(n + r) * row_bytes, b, q, &d, &mn);
             if (t == QT_Q4_1) {
                 wv[r][0] = _mm512_fmadd_ps(d, q[0], mn);
@@ -359,14 +299,14 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
         for (int c = 0; c < C; c++) {
             __m512 xv[2];
             act_f32(x + (size_t)(m0 + c) * x_stride, b, xv);
-            #pragma GCC unroll 4
+            #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 acc[r][c] = _mm512_fmadd_ps(wv[r][0], xv[0], acc[r][c]);
                 acc[r][c] = _mm512_fmadd_ps(wv[r][1], xv[1], acc[r][c]);
             }
         }
     }
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
@@ -380,34 +320,29 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     const char *xb = x;
     const uint8_t *wb = w;
     size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
+    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
+        uint32_t n = n0;
+        for (; n + 8 <= n1; n += 8) qtile(t, wb, row_bytes, k, xb, x_stride, 8, 1, 1, n, 0, y);
+        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
+        return;
+    }
     for (uint32_t nb = n0; nb < n1; nb += NB) {
         uint32_t ne = nb + NB < n1 ? nb + NB : n1;
         uint32_t r = 0;
         for (; r + 4 <= m; r += 4) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, n, r, y);
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, 0, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
         }
         for (; r < m; r++) {
             uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, n, r, y);
+            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 0, n, r, y);
+            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
         }
     }
 }
 
-static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
     .name = "avx512",

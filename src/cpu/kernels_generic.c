@@ -81,52 +81,58 @@ static void silu_mul(float *g, const float *u, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static inline float dot128_bf16(const float *q, const uint16_t *k) {
+/* Attention steps (kernels_att.h has the loop nest). Online softmax over
+ * 32-position blocks in position order:
+ *   per block: scores, block max, rescale the running sum and output by
+ *   exp(old_max - new_max), add exp(score - new_max) * v. */
+typedef struct att_krow {
+    float k[KIPP_HEAD_DIM];
+} att_krow;
+
+static inline void att_load_q(const float *q, float *qd) {
+    memcpy(qd, q, KIPP_HEAD_DIM * sizeof(float));
+}
+
+static inline void att_widen_k(const uint16_t *k, att_krow *kw) {
+    for (int i = 0; i < KIPP_HEAD_DIM; i++) kw->k[i] = kipp_bf16_to_f32(k[i]);
+}
+
+static inline float att_dot(const float *q, const att_krow *kw) {
     float s[LANES] = {0};
-    for (int i = 0; i < 128; i += LANES)
-        for (int j = 0; j < LANES; j++) s[j] += q[i + j] * kipp_bf16_to_f32(k[i + j]);
+    for (int i = 0; i < KIPP_HEAD_DIM; i += LANES)
+        for (int j = 0; j < LANES; j++) s[j] += q[i + j] * kw->k[i + j];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-/* Online softmax over 32-position blocks in position order:
- *   per block: scores, block max, rescale the running sum and output by
- *   exp(old_max - new_max), add exp(score - new_max) * v. */
-static void attention(const float *q, uint32_t g, const uint16_t *k, const uint16_t *v,
-                      const uint32_t *table, uint32_t n_pos, float scale, float *out,
-                      float *scratch) {
-    for (uint32_t h = 0; h < g; h++) {
-        const float *qh = q + (size_t)h * 128;
-        float *oh = out + (size_t)h * 128;
-        float *p = scratch;
-        float run_max = -INFINITY, run_sum = 0.0f;
-        memset(oh, 0, 128 * sizeof(float));
-        for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
-            uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
-            size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
-            float bmax = -INFINITY;
-            for (uint32_t j = 0; j < nb; j++) {
-                p[j] = dot128_bf16(qh, k + (base + j) * 1024) * scale;
-                if (p[j] > bmax) bmax = p[j];
-            }
-            float new_max = bmax > run_max ? bmax : run_max;
-            float corr = expf(run_max - new_max); /* 0 on the first block */
-            float bsum = 0.0f;
-            for (uint32_t j = 0; j < nb; j++) {
-                p[j] = expf(p[j] - new_max);
-                bsum += p[j];
-            }
-            run_sum = run_sum * corr + bsum;
-            for (int d = 0; d < 128; d++) oh[d] *= corr;
-            for (uint32_t j = 0; j < nb; j++) {
-                const uint16_t *vr = v + (base + j) * 1024;
-                for (int d = 0; d < 128; d++) oh[d] += p[j] * kipp_bf16_to_f32(vr[d]);
-            }
-            run_max = new_max;
-        }
-        float inv = 1.0f / run_sum;
-        for (int d = 0; d < 128; d++) oh[d] *= inv;
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *oh, const uint16_t *v, size_t stride) {
+    float bmax = -INFINITY;
+    for (uint32_t j = 0; j < nb; j++) {
+        p[j] *= scale;
+        if (p[j] > bmax) bmax = p[j];
     }
+    float new_max = bmax > *run_max ? bmax : *run_max;
+    float corr = expf(*run_max - new_max); /* 0 on the first block */
+    float bsum = 0.0f;
+    for (uint32_t j = 0; j < nb; j++) {
+        p[j] = expf(p[j] - new_max);
+        bsum += p[j];
+    }
+    *run_sum = *run_sum * corr + bsum;
+    for (int d = 0; d < KIPP_HEAD_DIM; d++) oh[d] *= corr;
+    for (uint32_t j = 0; j < nb; j++) {
+        const uint16_t *vr = v + j * stride;
+        for (int d = 0; d < KIPP_HEAD_DIM; d++) oh[d] += p[j] * kipp_bf16_to_f32(vr[d]);
+    }
+    *run_max = new_max;
 }
+
+static inline void att_store(const float *oh, float run_sum, float *out) {
+    float inv = 1.0f / run_sum;
+    for (int d = 0; d < KIPP_HEAD_DIM; d++) out[d] = oh[d] * inv;
+}
+
+#include "cpu/kernels_att.h"
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Weights stay in their ggml blocks (core/quant.h); activations are the

@@ -124,12 +124,27 @@ static void test_norm_rope_silu(const kipp_cpu_kernels *kr, double tol) {
     CHECKF(worst <= 1e-5, "%s silu_mul: worst %.3g", kr->name, worst);
 }
 
+/* Block pointers of one KV head (kernels.h) through a block table. */
+static kipp_cpu_kv_head kv_head(const uint16_t *k, const uint16_t *v, const uint32_t *table,
+                                int n_blocks, const uint16_t **kb, const uint16_t **vb) {
+    for (int i = 0; i < n_blocks; i++) {
+        kb[i] = k + (size_t)table[i] * 32 * 1024;
+        vb[i] = v + (size_t)table[i] * 32 * 1024;
+    }
+    return (kipp_cpu_kv_head){kb, vb, 1024};
+}
+
 /* Attention over a 5-block (160-position) cache for one KV head (head 3 of
- * 8), two query heads. */
+ * 8), two query heads: against a double-precision softmax; bitwise equal
+ * through a scrambled block table; and a multi-row call (rows sharing
+ * blocks, rows at consecutive positions) bitwise equal to one call per row. */
 static void test_attention(const kipp_cpu_kernels *kr) {
-    enum { BLOCKS = 5, POS = BLOCKS * 32, G = 2, KVH = 3 };
+    enum { BLOCKS = 5, POS = BLOCKS * 32, G = 2, KVH = 3, NQ = 40 };
     static uint16_t k_id[POS * 1024], v_id[POS * 1024], k_sc[POS * 1024], v_sc[POS * 1024];
     uint32_t identity[BLOCKS] = {0, 1, 2, 3, 4}, scrambled[BLOCKS] = {3, 0, 4, 2, 1};
+    const uint16_t *kb_id[BLOCKS], *vb_id[BLOCKS], *kb_sc[BLOCKS], *vb_sc[BLOCKS];
+    kipp_cpu_kv_head h_id = kv_head(k_id + KVH * 128, v_id + KVH * 128, identity, BLOCKS, kb_id, vb_id);
+    kipp_cpu_kv_head h_sc = kv_head(k_sc + KVH * 128, v_sc + KVH * 128, scrambled, BLOCKS, kb_sc, vb_sc);
     for (int p = 0; p < POS; p++)
         for (int d = 0; d < 1024; d++) {
             uint16_t kv = kipp_f32_to_bf16(frand() * 2), vv = kipp_f32_to_bf16(frand());
@@ -140,15 +155,15 @@ static void test_attention(const kipp_cpu_kernels *kr) {
             k_sc[sc] = kv;
             v_sc[sc] = vv;
         }
-    float q[G * 128], out[G * 128], out_sc[G * 128], scratch[G * 32];
-    for (int i = 0; i < G * 128; i++) q[i] = frand() * 3;
+    static float q[NQ * G * 128], out[G * 128], out_sc[G * 128], out_rows[NQ * G * 128];
+    static float scratch[KIPP_CPU_ATT_SCRATCH(NQ, G)];
+    for (int i = 0; i < NQ * G * 128; i++) q[i] = frand() * 3;
     const float scale = 1.0f / sqrtf(128.0f);
     const uint32_t lengths[] = {1, 2, 31, 32, 33, 64, 100, 159, 160};
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
         uint32_t n = lengths[li];
-        kr->attention(q, G, k_id + KVH * 128, v_id + KVH * 128, identity, n, scale, out, scratch);
-        kr->attention(q, G, k_sc + KVH * 128, v_sc + KVH * 128, scrambled, n, scale, out_sc,
-                      scratch);
+        kr->attention(q, G * 128, 1, G, n - 1, &h_id, scale, out, G * 128, scratch);
+        kr->attention(q, G * 128, 1, G, n - 1, &h_sc, scale, out_sc, G * 128, scratch);
         CHECKF(memcmp(out, out_sc, sizeof out) == 0, "%s attention n=%u: scrambled table "
                "changes bits", kr->name, n);
         double worst = 0;
@@ -171,6 +186,20 @@ static void test_attention(const kipp_cpu_kernels *kr) {
             }
         }
         CHECKF(worst <= 2e-6, "%s attention n=%u: worst abs error %.3g", kr->name, n, worst);
+    }
+    /* Rows at positions pos0 .. pos0 + nq - 1 in one call == one call each. */
+    const uint32_t starts[][2] = {{0, 1}, {0, 40}, {5, 27}, {31, 2}, {60, 40}, {120, 40}, {100, 17}};
+    for (size_t si = 0; si < sizeof starts / sizeof starts[0]; si++) {
+        uint32_t pos0 = starts[si][0], nq = starts[si][1];
+        kr->attention(q, G * 128, nq, G, pos0, &h_sc, scale, out_rows, G * 128, scratch);
+        int bad = 0;
+        for (uint32_t i = 0; i < nq; i++) {
+            kr->attention(q + i * G * 128, G * 128, 1, G, pos0 + i, &h_id, scale, out, G * 128,
+                          scratch);
+            bad += memcmp(out, out_rows + i * G * 128, sizeof out) != 0;
+        }
+        CHECKF(bad == 0, "%s attention: %d of %u rows at %u.. differ from single-row calls",
+               kr->name, bad, nq, pos0);
     }
 }
 

@@ -1,0 +1,244 @@
+#!/usr/bin/env node
+// Kipp vs llama.cpp's own llama-bench, built natively for this CPU
+// (bench/build_llama_native.sh), on the same GGUF and thread count, in one
+// run. Issue 13's cases, per weight scheme:
+//   prefill 512 and 2048 tokens from an empty context;
+//   decode 64 tokens at 0, 512 and 4096 tokens of context.
+// Engines alternate case by case (the order flips every round) so machine
+// drift hits both; the table reports medians over rounds. The JSON record
+// (bench/results/) names the CPU model and flags, the kipp tier, the
+// measured read bandwidth and each decode case's roofline (bytes read per
+// token / bandwidth).
+//
+//   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
+//        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
+//        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
+//        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
+//
+// --kipp-base adds a second kipp binary (say, a build of the commit before a
+// change) to the alternation, reported as "kipp-base": before/after and
+// llama.cpp in the same run.
+//
+// Scheme bf16 reads BASE.gguf, every other scheme BASE.SCHEME.gguf (make
+// build/models/synthetic-0.6b.q8_0.gguf ...). KIPP_CPU_ISA is passed through
+// to kipp and recorded.
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync, statSync, openSync, readSync, closeSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const schemes = opt("--schemes", "bf16,q8_0,affine4_gs32,scale4_gs32").split(",");
+const base = opt("--base", "build/models/synthetic-0.6b");
+const threads = Number(opt("--threads", "2"));
+const rounds = Number(opt("--rounds", "1"));
+const kipp = opt("--kipp", "build/kipp");
+const kippBase = opt("--kipp-base", null);
+const DECODE = 64;
+const allCases = {
+  prefill512: { name: "prefill 512", kind: "prefill", p: 512 },
+  prefill2048: { name: "prefill 2048", kind: "prefill", p: 2048 },
+  decode0: { name: "decode 64 @ 0", kind: "decode", depth: 0 },
+  decode512: { name: "decode 64 @ 512", kind: "decode", depth: 512 },
+  decode4096: { name: "decode 64 @ 4096", kind: "decode", depth: 4096 },
+};
+const caseKeys = opt("--cases", Object.keys(allCases).join(",")).split(",");
+for (const k of caseKeys) if (!allCases[k]) { console.error(`bench_native: unknown case ${k}`); process.exit(2); }
+
+const sh = (cmd, a, env) => {
+  try { return execFileSync(cmd, a, { encoding: "utf8", env: env ?? process.env, stdio: ["ignore", "pipe", "pipe"] }).trim(); }
+  catch { return null; }
+};
+
+let llamaBin = opt("--llama-bin", null);
+if (!llamaBin) {
+  llamaBin = sh("sh", ["bench/build_llama_native.sh"]);
+  if (!llamaBin) { console.error("bench_native: bench/build_llama_native.sh failed"); process.exit(1); }
+  llamaBin = llamaBin.split("\n").pop();
+}
+const llamaBench = path.join(llamaBin, "llama-bench");
+
+// ---- what one decode step reads: the GGUF's tensor bytes ------------------
+// Walks the GGUF header (v2/v3) to the tensor directory. A tied head reads
+// token_embd in full every token; an untied model reads output.weight in
+// full and one row of token_embd (counted as 0).
+function ggufTensors(file) {
+  const fd = openSync(file, "r");
+  const size = statSync(file).size;
+  let buf = Buffer.alloc(0), bufOff = 0, pos = 0;
+  const need = (n) => {
+    if (pos + n <= bufOff + buf.length) return;
+    const len = Math.max(n, 1 << 22);
+    buf = Buffer.alloc(len);
+    const got = readSync(fd, buf, 0, len, pos);
+    buf = buf.subarray(0, got);
+    bufOff = pos;
+  };
+  const u32 = () => { need(4); const v = buf.readUInt32LE(pos - bufOff); pos += 4; return v; };
+  const u64 = () => { need(8); const v = Number(buf.readBigUInt64LE(pos - bufOff)); pos += 8; return v; };
+  const str = () => { const n = u64(); need(n); const s = buf.toString("utf8", pos - bufOff, pos - bufOff + n); pos += n; return s; };
+  const scalar = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+  const value = (t) => {
+    if (t === 8) return str();
+    if (t === 9) { const et = u32(), n = u64(); const out = []; for (let i = 0; i < n; i++) { const v = value(et); if (out.length < 4) out.push(v); } return out; }
+    const w = scalar[t];
+    if (!w) throw new Error(`gguf: value type ${t}`);
+    need(w);
+    const o = pos - bufOff;
+    const v = t === 4 ? buf.readUInt32LE(o) : t === 5 ? buf.readInt32LE(o) : t === 6 ? buf.readFloatLE(o)
+      : t === 10 ? Number(buf.readBigUInt64LE(o)) : t === 0 || t === 7 ? buf[o] : null;
+    pos += w;
+    return v;
+  };
+  if (u32() !== 0x46554747) throw new Error(`${file}: not a GGUF`);
+  u32();
+  const nT = u64(), nKV = u64();
+  const meta = {};
+  for (let i = 0; i < nKV; i++) { const k = str(); meta[k] = value(u32()); }
+  const tensors = [];
+  for (let i = 0; i < nT; i++) {
+    const name = str(), nd = u32(); const dims = []; for (let d = 0; d < nd; d++) dims.push(u64());
+    tensors.push({ name, dims, type: u32(), offset: u64() });
+  }
+  closeSync(fd);
+  const align = meta["general.alignment"] || 32;
+  const dataStart = Math.ceil(pos / align) * align;
+  tensors.sort((a, b) => a.offset - b.offset);
+  const dataBytes = size - dataStart;
+  for (let i = 0; i < tensors.length; i++)
+    tensors[i].bytes = (i + 1 < tensors.length ? tensors[i + 1].offset : dataBytes) - tensors[i].offset;
+  return { meta, tensors, dataBytes, size };
+}
+
+function decodeBytes(file) {
+  const g = ggufTensors(file);
+  const tied = !g.tensors.some((t) => t.name === "output.weight");
+  const embd = g.tensors.find((t) => t.name === "token_embd.weight");
+  const weights = g.dataBytes - (tied ? 0 : embd.bytes);
+  const arch = g.meta["general.architecture"] || "qwen3";
+  const layers = g.meta[`${arch}.block_count`];
+  const kvHeads = g.meta[`${arch}.attention.head_count_kv`] || 8;
+  const headDim = g.meta[`${arch}.attention.key_length`] || 128;
+  // BF16 K and V per cached position, every layer (DESIGN.md section 6).
+  const kvPerPos = layers * 2 * kvHeads * headDim * 2;
+  return { weights, kvPerPos, layers, tied };
+}
+
+// ---- machine -------------------------------------------------------------
+mkdirSync("build", { recursive: true });
+sh("cc", ["-O3", "-march=native", "-pthread", "bench/membw.c", "-o", "build/membw"]);
+const bw = JSON.parse(sh("build/membw", [String(threads)]) || "{}");
+const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
+const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [])[1];
+const flags = (field("flags") || "").split(/\s+/);
+const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
+const has = (f) => flags.includes(f);
+const autoTier = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq") && has("avx512_bf16")
+  ? "avx512" : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
+const tier = process.env.KIPP_CPU_ISA || autoTier;
+
+const record = {
+  date: new Date().toISOString(),
+  commit: sh("git", ["rev-parse", "HEAD"]),
+  dirty: (sh("git", ["status", "--porcelain", "--untracked-files=no"]) || "") !== "",
+  machine: {
+    cpu: field("model name"), cpu_family: Number(field("cpu family")), cpu_model: Number(field("model")),
+    cores_online: os.cpus().length, mem_gib: +(os.totalmem() / 2 ** 30).toFixed(1), kernel: os.release(),
+    simd_flags: simdFlags, read_bandwidth_gb_s: bw.read_gb_per_s, bandwidth_threads: bw.threads,
+    loadavg_start: os.loadavg(),
+  },
+  compiler: sh("cc", ["--version"])?.split("\n")[0],
+  kipp_tier: tier, kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA),
+  llama: { bin: llamaBin,
+           source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
+  kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
+};
+
+function kippArgs(file, c) {
+  const p = c.kind === "prefill" ? c.p : Math.max(c.depth, 1);
+  return ["bench", "-m", file, "--backend", "cpu", "--threads", String(threads), "--prompt-tokens", String(p),
+          "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", "1", "--json"];
+}
+function llamaArgs(file, c) {
+  const a = ["-m", file, "-t", String(threads), "-r", "1", "-o", "json"];
+  return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
+                              : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
+}
+function runKipp(file, c, bin = kipp) {
+  const a = kippArgs(file, c);
+  const r = spawnSync(bin, a, { encoding: "utf8", maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`kipp ${a.join(" ")}: ${r.stderr}`);
+  const j = JSON.parse(r.stdout.trim().split("\n").pop());
+  return { tps: c.kind === "prefill" ? j.prefill_tps : j.decode_tps, command: [bin, ...a].join(" "), raw: j };
+}
+function runLlama(file, c) {
+  const a = llamaArgs(file, c);
+  const r = spawnSync(llamaBench, a, { encoding: "utf8", maxBuffer: 1 << 24 });
+  if (r.status !== 0) throw new Error(`llama-bench ${a.join(" ")}: ${r.stderr}`);
+  const j = JSON.parse(r.stdout)[0];
+  return { tps: j.avg_ts, command: [llamaBench, ...a].join(" "), raw: j };
+}
+
+// The record is rewritten after every run, so an interrupted run (a loaded
+// machine can take hours) still leaves everything measured so far.
+const stamp = record.date.replace(/[:.]/g, "-");
+mkdirSync(path.join("bench", "results"), { recursive: true });
+const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}-${stamp}.json`);
+const save = (complete) => {
+  record.complete = complete;
+  record.machine.loadavg_end = os.loadavg();
+  writeFileSync(out, JSON.stringify(record, null, 2) + "\n");
+};
+
+const median = (v) => { const s = [...v].sort((a, b) => a - b); const n = s.length;
+  return n ? (n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : NaN; };
+
+for (const scheme of schemes) {
+  const file = scheme === "bf16" ? `${base}.gguf` : `${base}.${scheme}.gguf`;
+  const db = decodeBytes(file);
+  record.schemes[scheme] = { file, bytes: statSync(file).size, weight_bytes_per_token: db.weights,
+                             kv_bytes_per_position: db.kvPerPos, tied_head: db.tied, cases: [] };
+  for (let r = 0; r < rounds; r++) {
+    for (const [ci, key] of caseKeys.entries()) {
+      const c = allCases[key];
+      const engines = [["kipp", runKipp], ["llama", runLlama]];
+      if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase)]);
+      if ((r + ci) % 2) engines.reverse();
+      for (const [who, fn] of engines) {
+        const res = fn(file, c);
+        record.runs.push({ scheme, round: r, case: c.name, engine: who, tps: res.tps, command: res.command,
+                           loadavg: os.loadavg(), result: res.raw });
+        save(false);
+        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${who.padEnd(9)} ${res.tps.toFixed(2)} tok/s\n`);
+      }
+    }
+  }
+  for (const key of caseKeys) {
+    const c = allCases[key];
+    const pick = (who) => record.runs.filter((x) => x.scheme === scheme && x.case === c.name && x.engine === who).map((x) => x.tps);
+    const k = median(pick("kipp")), l = median(pick("llama"));
+    const entry = { case: c.name, kipp_tps: k, llama_tps: l, ratio: k / l };
+    if (kippBase) { entry.kipp_base_tps = median(pick("kipp-base")); entry.base_ratio = entry.kipp_base_tps / l; }
+    if (c.kind === "decode") {
+      // Mean context over the 64 decoded tokens.
+      const bytes = db.weights + db.kvPerPos * (c.depth + DECODE / 2);
+      entry.bytes_per_token = bytes;
+      entry.roofline_tps = (bw.read_gb_per_s * 1e9) / bytes;
+      entry.kipp_of_roofline = k / entry.roofline_tps;
+    }
+    record.schemes[scheme].cases.push(entry);
+  }
+}
+save(true);
+console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
+            `medians of ${rounds} round(s)\n`);
+const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
+console.log(`| scheme | case | ${baseCols.map((x) => x + " | ").join("")}kipp tok/s | llama.cpp tok/s | kipp / llama | roofline tok/s | kipp / roofline |`);
+console.log(`|---|---|${baseCols.map(() => "---|").join("")}---|---|---|---|---|`);
+for (const [scheme, s] of Object.entries(record.schemes))
+  for (const e of s.cases)
+    console.log(`| ${scheme} | ${e.case} | ${kippBase ? `${e.kipp_base_tps.toFixed(2)} | ${e.base_ratio.toFixed(2)}x | ` : ""}` +
+                `${e.kipp_tps.toFixed(2)} | ${e.llama_tps.toFixed(2)} | ${e.ratio.toFixed(2)}x | ` +
+                `${e.roofline_tps ? e.roofline_tps.toFixed(1) : "-"} | ${e.kipp_of_roofline ? (100 * e.kipp_of_roofline).toFixed(0) + " %" : "-"} |`);
+console.log(`\nrecord: ${out}`);

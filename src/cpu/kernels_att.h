@@ -1,0 +1,84 @@
+/* The attention loop nest, written once for every tier: each tier's file
+ * defines the per-(row, head) steps below as static inline functions
+ * (compiled with that file's ISA flags) and then includes this file, which
+ * defines `attention` (kipp_cpu_attention_fn).
+ *
+ *   att_krow                    a K row widened for this tier (registers)
+ *   att_load_q(q, qd)           one head's 128 query values -> tier layout
+ *   att_widen_k(k, &kw)         one K row (128 BF16) -> att_krow
+ *   att_dot(qd, &kw)            raw q . k (unscaled)
+ *   att_block(p, nb, scale, &max, &sum, od, v, stride)
+ *                               one block of the online softmax for one
+ *                               (row, head): p[0..nb) holds raw scores; scale
+ *                               them, update max and sum, rescale od and add
+ *                               p_j * v_j for j < nb in position order
+ *   att_store(od, sum, out)     out = od / sum, back in value order
+ *
+ * Why this shape. In a prefill chunk, every query row of a session reads
+ * the same earlier K/V. Row by row, each would re-read (and re-widen) every
+ * block; here a block is loaded once and used by all rows of the call while
+ * it sits in L1 (K: 32 rows of 256 B; V likewise). Blocks go in position
+ * order, and within a block each (row, head) runs exactly the steps a
+ * single-row call runs, in the same order, so a row's bits do not depend
+ * on n_q, pos0 or its neighbours -- decode (n_q = 1) and prefill share the
+ * numerics. Causality: row i sees positions up to pos0 + i, so in the last
+ * blocks fewer rows take part and each row's final block is partial. */
+#ifndef KIPP_CPU_KERNELS_ATT_H
+#define KIPP_CPU_KERNELS_ATT_H
+
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
+                      uint32_t pos0, const kipp_cpu_kv_head *kv, float scale, float *out,
+                      size_t out_stride, float *scratch) {
+    enum { D = KIPP_HEAD_DIM, B = KIPP_CPU_ATT_BLOCK };
+    const size_t units = (size_t)n_q * g; /* (row, head) pairs, row-major */
+    /* 64-byte alignment for the tiers' vector loads of qd / od. */
+    float *qd = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *od = qd + units * D;
+    float *p = od + units * D;
+    float *run_max = p + units * B, *run_sum = run_max + units;
+    for (uint32_t i = 0; i < n_q; i++)
+        for (uint32_t h = 0; h < g; h++) {
+            size_t u = (size_t)i * g + h;
+            att_load_q(q + i * q_stride + (size_t)h * D, qd + u * D);
+            memset(od + u * D, 0, D * sizeof(float));
+            run_max[u] = -INFINITY;
+            run_sum[u] = 0.0f;
+        }
+    const uint32_t n_last = pos0 + n_q; /* positions the last row sees */
+    const size_t stride = kv->pos_stride;
+    for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
+        const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
+        uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
+        /* Scores: each K row widened once for every row and head that sees
+         * it (row i sees position b0 + j when pos0 + i >= b0 + j). */
+        for (uint32_t j = 0; j < nb_max; j++) {
+            att_krow kw;
+            att_widen_k(kb + j * stride, &kw);
+            uint32_t i0 = b0 + j > pos0 ? b0 + j - pos0 : 0;
+            for (size_t u = (size_t)i0 * g; u < units; u++)
+                p[u * B + j] = att_dot(qd + u * D, &kw);
+        }
+        /* Softmax update and P.V, row by row over the block (V in L1). */
+        uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0;
+        for (uint32_t i = i_first; i < n_q; i++) {
+            uint32_t seen = pos0 + i + 1 - b0;
+            uint32_t nb = seen < B ? seen : B;
+            for (uint32_t h = 0; h < g; h++) {
+                size_t u = (size_t)i * g + h;
+                att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vb,
+                          stride);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < n_q; i++)
+        for (uint32_t h = 0; h < g; h++) {
+            size_t u = (size_t)i * g + h;
+            att_store(od + u * D, run_sum[u], out + i * out_stride + (size_t)h * D);
+        }
+}
+
+#endif

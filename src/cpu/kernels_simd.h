@@ -1,0 +1,143 @@
+/* Kernel bodies shared by the x86 SIMD tiers (kernels_avx2.c,
+ * kernels_avx512.c). Each tier's file defines its vector type and a few
+ * operations under common names, then includes this file, so every body
+ * here is compiled once per tier with that tier's flags and lane width:
+ *
+ *   vf, VL                     vector of VL floats (8 or 16)
+ *   vf_load, vf_store          unaligned load / store
+ *   vf_set1, vf_zero           broadcast / zero
+ *   vf_add, vf_sub, vf_mul, vf_div, vf_max, vf_min
+ *   vf_fmadd(a,b,c) = a*b+c, vf_fmsub = a*b-c, vf_fnmadd = c-a*b
+ *   vf_round                   round to nearest integer (as float)
+ *   vf_scale2n(p, n)           p * 2^n for integer-valued n
+ *   vf_hsum                    the tier's one fixed lane-to-scalar fold
+ *   VF_EXP_MIN                 lowest exp argument vf_scale2n handles
+ *
+ * Only what differs between the instruction sets stays in the tier files
+ * (lane folds, 2^n, BF16 widening, the matmul tiles, attention steps). The
+ * numbers each tier produces are its own: lane width and folds differ. */
+#ifndef KIPP_CPU_KERNELS_SIMD_H
+#define KIPP_CPU_KERNELS_SIMD_H
+
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+_Static_assert(KIPP_HEAD_DIM % (2 * VL) == 0, "RoPE halves are whole vectors");
+
+/* exp for softmax and SiLU: 2^n * p(r), r = x - n ln2 (ln2 split in two
+ * for accuracy), |r| <= ln2/2, Taylor to degree 6 (about 1 ulp). Inputs are
+ * clamped, so -inf gives (nearly) 0, never NaN; callers mask what must be
+ * exactly 0. */
+static inline vf vf_exp(vf x) {
+    x = vf_max(x, vf_set1(VF_EXP_MIN));
+    x = vf_min(x, vf_set1(88.7f));
+    vf n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
+    vf r = vf_fnmadd(n, vf_set1(0.693145751953125f), x);
+    r = vf_fnmadd(n, vf_set1(1.428606765330187e-06f), r);
+    vf p = vf_set1(1.0f / 720);
+    p = vf_fmadd(p, r, vf_set1(1.0f / 120));
+    p = vf_fmadd(p, r, vf_set1(1.0f / 24));
+    p = vf_fmadd(p, r, vf_set1(1.0f / 6));
+    p = vf_fmadd(p, r, vf_set1(0.5f));
+    p = vf_fmadd(p, r, vf_set1(1.0f));
+    p = vf_fmadd(p, r, vf_set1(1.0f));
+    return vf_scale2n(p, n);
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w: one FMA chain per lane, the fold. */
+static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps) {
+    vf acc = vf_zero();
+    for (uint32_t i = 0; i < n; i += VL) {
+        vf v = vf_load(x + i);
+        acc = vf_fmadd(v, v, acc);
+    }
+    float inv = 1.0f / sqrtf(vf_hsum(acc) / (float)n + eps);
+    vf vi = vf_set1(inv);
+    for (uint32_t i = 0; i < n; i += VL)
+        vf_store(out + i, vf_mul(vf_mul(vf_load(x + i), vi), vf_load(w + i)));
+}
+
+/* NEOX rotate-half on one head: (x[i], x[i + 64]) by the angle of i. */
+static void rope(float *x, const float *c, const float *s) {
+    enum { HALF = KIPP_HEAD_DIM / 2 };
+    for (int i = 0; i < HALF; i += VL) {
+        vf a = vf_load(x + i), b = vf_load(x + i + HALF);
+        vf cv = vf_load(c + i), sv = vf_load(s + i);
+        vf_store(x + i, vf_fmsub(a, cv, vf_mul(b, sv)));
+        vf_store(x + i + HALF, vf_fmadd(b, cv, vf_mul(a, sv)));
+    }
+}
+
+static void silu_mul(float *g, const float *u, uint32_t n) {
+    const vf one = vf_set1(1.0f);
+    for (uint32_t i = 0; i < n; i += VL) {
+        vf v = vf_load(g + i);
+        vf e = vf_exp(vf_sub(vf_zero(), v));
+        vf s = vf_div(v, vf_add(one, e));
+        vf_store(g + i, vf_mul(s, vf_load(u + i)));
+    }
+}
+
+/* ---- quantized weight blocks: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32)
+ * One decoder for both tiers: block b of a row as its 32 small integers q
+ * in two 16-byte halves (lo = values 0..15, hi = 16..31; Q4_0 already
+ * nibble - 8; Q4_1 nibbles 0..15), its scale d and (Q4_1) minimum m. The
+ * tiers widen q to FP32 (exact) their own way; d * q (Q4_1: d * q + m) is
+ * the value the oracle decodes. Nibble order is ggml's: byte j holds value
+ * j low and value j + 16 high. */
+enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
+
+static inline size_t qblock_bytes(int t) {
+    return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
+           : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
+}
+
+static inline __attribute__((always_inline)) void qblock_ints(int t, const uint8_t *row,
+                                                              uint32_t b, __m128i *lo,
+                                                              __m128i *hi, float *d, float *m) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        *d = _cvtsh_ss(blk->d);
+        *lo = _mm_loadu_si128((const __m128i *)blk->qs);
+        *hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
+        return;
+    }
+    const uint8_t *qs;
+    if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        *d = _cvtsh_ss(blk->d);
+        qs = blk->qs;
+    } else {
+        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+        *d = _cvtsh_ss(blk->d);
+        *m = _cvtsh_ss(blk->m);
+        qs = blk->qs;
+    }
+    const __m128i mask = _mm_set1_epi8(15);
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    *lo = _mm_and_si128(raw, mask);
+    *hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    if (t == QT_Q4_0) {
+        *lo = _mm_sub_epi8(*lo, _mm_set1_epi8(8));
+        *hi = _mm_sub_epi8(*hi, _mm_set1_epi8(8));
+    }
+}
+
+/* The table's three quantized entries, over the tier's matmul_q(t, ...). */
+#define KIPP_CPU_MATMUL_Q_ENTRIES                                                              \
+    static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
+                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
+        matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);                                    \
+    }                                                                                          \
+    static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
+                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
+        matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);                                    \
+    }                                                                                          \
+    static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
+                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
+        matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);                                    \
+    }
+
+#endif
