@@ -6,7 +6,7 @@ BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 M=$BUILD/models/synthetic-tiny.gguf
 ROW=$((151936 * 4))
-if [ ! -f "$M" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+if [ ! -f "$M" ]; then echo "SKIP(missing): fixture $M missing (run make fixtures)"; exit 77; fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0

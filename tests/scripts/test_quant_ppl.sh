@@ -23,8 +23,8 @@ PY=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1
 M=$BUILD/models/synthetic-tiny.gguf
 DIR=$BUILD/models/synthetic-tiny
-if [ ! -f "$M" ] || [ ! -f "$DIR/config.json" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
-if ! $PY -c 'import numpy' 2>/dev/null; then echo "numpy for /usr/bin/python3 is missing"; exit 77; fi
+if [ ! -f "$M" ] || [ ! -f "$DIR/config.json" ]; then echo "SKIP(missing): fixture $M missing (run make fixtures)"; exit 77; fi
+if ! $PY -c 'import numpy' 2>/dev/null; then echo "SKIP(missing): numpy for /usr/bin/python3 is missing"; exit 77; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail=0

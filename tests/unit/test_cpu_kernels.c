@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -214,15 +215,11 @@ static void test_pool(void) {
 }
 
 int main(void) {
-    const char *tiers[] = {"generic", "avx2", "avx512"};
     int ran = 0;
-    for (int t = 0; t < 3; t++) {
-        const kipp_cpu_kernels *kr = kipp_cpu_kernels_by_name(tiers[t]);
-        if (!kr) {
-            fprintf(stderr, "tier %s: not supported by this processor, not tested\n", tiers[t]);
-            continue;
-        }
-        CHECK(strcmp(kr->name, tiers[t]) == 0);
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        const kipp_cpu_kernels *kr = test_tier_kernels(t);
+        if (!kr) continue;
+        CHECK(strcmp(kr->name, test_tier_names[t]) == 0);
         ran++;
         /* avx512 carries activations as a BF16 hi/lo pair (~16 bits). */
         double tol = t == 2 ? 2e-5 : 1e-6;

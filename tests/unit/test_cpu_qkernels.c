@@ -17,6 +17,7 @@
 #include "core/common.h"
 #include "core/quant.h"
 #include "cpu/kernels.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 enum { K = 256, N = 45, MMAX = 7 };
@@ -156,14 +157,9 @@ static void check_attention(void) {
 }
 
 int main(void) {
-    const char *tiers[] = {"generic", "avx2", "avx512"};
-    for (int t = 0; t < 3; t++) {
-        const kipp_cpu_kernels *kern = kipp_cpu_kernels_by_name(tiers[t]);
-        if (!kern) {
-            fprintf(stderr, "  %s: not available on this processor\n", tiers[t]);
-            continue;
-        }
-        check_matmul(kern);
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        const kipp_cpu_kernels *kern = test_tier_kernels(t);
+        if (kern) check_matmul(kern);
     }
     check_attention();
     return test_finish("test_cpu_qkernels");
