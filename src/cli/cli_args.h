@@ -13,4 +13,13 @@ bool cli_parse_backend(const char *command, const char *value, kipp_backend_kind
 /* --kv-quant bf16|q8_0, same contract. */
 bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *out);
 
+/* --threads N, short -t N, on every subcommand that computes (generate,
+ * chat, ppl, serve, bench): the cpu backend's worker threads, 1..1024, or 0
+ * (also the default) for one per online core; the ref backend is the
+ * single-threaded oracle and ignores it. Decimal digits only, so "0x2",
+ * "-1" and "" are refused rather than read as something else. */
+#define CLI_MAX_THREADS 1024
+bool cli_is_threads_flag(const char *arg);
+bool cli_parse_threads(const char *command, const char *value, int *out);
+
 #endif
