@@ -13,7 +13,7 @@
 # Either never fails for a package it cannot install: the tests that need it
 # then skip with kind "missing" (tests/run.sh), which fails a CI=true run.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 node_deps() {
     if ! command -v npm >/dev/null 2>&1; then
@@ -25,7 +25,7 @@ node_deps() {
         # lock file: up to date. Older (a fresh checkout touches the lock
         # file): compare versions, so that an unchanged lock file does not
         # reinstall 800 MB.
-        [ node_modules/.package-lock.json -nt package-lock.json ] && return 0
+        [ -n "$(find node_modules/.package-lock.json -newer package-lock.json)" ] && return 0
         if node -e '
             const want = require("./package-lock.json").packages;
             const have = require("./node_modules/.package-lock.json").packages;
