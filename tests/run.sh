@@ -16,6 +16,9 @@
 #            kind counts as missing.
 # Under CI=true a missing skip fails the run; machine skips are allowed and
 # named. Ends with the line "N passed, N failed, N skipped".
+#
+# KIPP_TEST_ONLY="test_a test_b.sh" runs only those tests (while working on
+# them); the summary then says how many were left out.
 BUILD=${BUILD:-build}
 export BUILD
 KIPP=${KIPP:-$BUILD/kipp}
@@ -25,7 +28,7 @@ TEST_TIMEOUT=${KIPP_TEST_TIMEOUT:-1200}
 mkdir -p "$LOGDIR"
 SKIPS=$LOGDIR/skips.tsv # kind, part ("-" for a whole test), reason, test
 : >"$SKIPS"
-passed=0; failed=0; skipped=0; failed_names=""
+passed=0; failed=0; skipped=0; failed_names=""; left_out=0
 
 # The cpu tier every cpu-backend test runs at by default (tests that loop
 # over tiers run every one up to it). From /proc/cpuinfo, for the log only:
@@ -47,6 +50,12 @@ echo "$TIER_NOTE"
 
 run_one() {
     name=$1; shift
+    if [ -n "${KIPP_TEST_ONLY:-}" ]; then
+        case " $KIPP_TEST_ONLY " in
+            *" $name "*) ;;
+            *) left_out=$((left_out + 1)); return ;;
+        esac
+    fi
     log=$LOGDIR/$name.log
     start=$(date +%s)
     echo "# $TIER_NOTE" >"$log"
@@ -107,6 +116,7 @@ if [ -s "$SKIPS" ]; then
 fi
 missing=$(awk -F'\t' '$1 != "machine"' "$SKIPS" | wc -l)
 [ -n "$failed_names" ] && echo "failed:$failed_names"
+[ $left_out -gt 0 ] && echo "KIPP_TEST_ONLY: $left_out tests not run (not a full run)"
 echo "$passed passed, $failed failed, $skipped skipped"
 if [ "$CI" = true ] && [ "$missing" -gt 0 ]; then
     echo "CI=true: $missing skip(s) above are not explained by the machine (kind 'missing');" \
