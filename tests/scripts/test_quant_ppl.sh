@@ -22,6 +22,11 @@
 #  (f) the cpu backend (at the tier in force: KIPP_CPU_ISA, else the best)
 #      vs the oracle, same stream and windows: |mean nll difference| <= 5e-5
 #      (measured 3.8e-6 avx512, 3.4e-6 avx2, 4.4e-6 generic on 2026-12-01).
+#  (g) the same with --ctx 64: one window across the 32-position KV block
+#      boundary (windows of 30 never cross one, so a wrong block index in
+#      the cpu attention passed (f)): |mean nll difference| <= 3e-5
+#      (measured 3.3e-7 avx512, 3.0e-6 avx2, 1.9e-6 generic on 2026-12-01;
+#      the wrong-block-index mutation gives 6.6e-4).
 set -u
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
@@ -62,6 +67,10 @@ echo "FP64 reference: $(cat "$tmp/ref.json")"
 echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (best available)}"
 "$KIPP" ppl -m "$M" --backend cpu --tokens-file "$tmp/toks.txt" --ctx $CTX --json > "$tmp/cpu.json" || fail=1
 echo "kipp ppl cpu:   $(cat "$tmp/cpu.json")"
+"$KIPP" ppl -m "$M" --backend ref --tokens-file "$tmp/toks.txt" --ctx 64 --json > "$tmp/ref64.json" || fail=1
+"$KIPP" ppl -m "$M" --backend cpu --tokens-file "$tmp/toks.txt" --ctx 64 --json > "$tmp/cpu64.json" || fail=1
+echo "ctx 64, ref:    $(cat "$tmp/ref64.json")"
+echo "ctx 64, cpu:    $(cat "$tmp/cpu64.json")"
 
 # (c) Q8_0 KV.
 "$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --kv-quant q8_0 --json > "$tmp/q.json" || fail=1
@@ -70,7 +79,8 @@ echo "kipp q8_0 KV:   $(cat "$tmp/q.json")"
 $PY - "$tmp" <<'PY' || fail=1
 import json, math, sys
 d = sys.argv[1]
-k, rows, ref, q, cpu = (json.load(open(f"{d}/{n}.json")) for n in ("k", "rows", "ref", "q", "cpu"))
+k, rows, ref, q, cpu, ref64, cpu64 = (json.load(open(f"{d}/{n}.json"))
+                                      for n in ("k", "rows", "ref", "q", "cpu", "ref64", "cpu64"))
 ok = True
 def check(cond, msg):
     global ok
@@ -86,6 +96,9 @@ check(db <= 3e-5, f"(b) mean nll vs FP64 reference: |diff| {db:.3g} <= 3e-5")
 df = abs(cpu["nll_mean"] - k["nll_mean"])
 check(cpu["backend"] == "cpu" and df <= 5e-5,
       f"(f) cpu backend mean nll vs the oracle's: |diff| {df:.3g} <= 5e-5")
+dg = abs(cpu64["nll_mean"] - ref64["nll_mean"])
+check(cpu64["backend"] == "cpu" and ref64["windows"] == 1 and ref64["tokens_scored"] == 63 and dg <= 3e-5,
+      f"(g) --ctx 64 (across a KV block): cpu vs oracle mean nll |diff| {dg:.3g} <= 3e-5")
 dc = abs(math.log(q["ppl"] / k["ppl"]))
 check(0 < dc <= 0.06, f"(c) q8_0 KV ppl {q['ppl']:.6g} vs bf16 KV {k['ppl']:.6g}: |log ratio| {dc:.3g} in (0, 0.06]")
 check(math.isfinite(k["ppl"]) and k["ppl"] > 1.0, f"ppl {k['ppl']:.6g} is finite and > 1")
