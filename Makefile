@@ -67,8 +67,9 @@ $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 endif
 
-.PHONY: all lib install uninstall test test-sanitize test-tsan test-full demo clean fixtures \
-        tokenizer fuzz-gguf fuzz-json fuzz-tokenizer lint bench
+.PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
+        test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
+        lint bench
 
 all: $(BUILD)/kipp lib
 
@@ -175,8 +176,28 @@ fixtures: $(BUILD)/kipp $(MODELS)/synthetic-tiny.gguf $(MODELS)/synthetic-tiny-i
 TEST_ENV = BUILD=$(BUILD) KIPP_TEST_CC='$(CC)' KIPP_TEST_SAN='$(SAN)' \
            KIPP_TEST_SANFLAGS='$(SANFLAGS)'
 
-test: all fixtures $(TEST_BINS)
+# `make test` on a fresh clone is the whole set-up: test-deps first (node
+# packages from the committed lock file, Debian packages; .ci/run uses the
+# same target), then the build, the fixtures and every test. Two steps so
+# that npm ci never rewrites node_modules while a fixture rule reads it.
+test: test-deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all fixtures $(TEST_BINS)
 	$(TEST_ENV) sh tests/run.sh
+
+test-deps:
+	@sh tools/test_deps.sh node
+	@sh tools/test_deps.sh debian
+
+# The whole suite again with the cpu backend forced to each lower kernel
+# tier (KIPP_CPU_ISA caps the tiers the tier-looping tests run, and every
+# other cpu-backend test and `kipp` command runs at that tier): what an
+# AVX2-only or a non-x86 machine would see. Logs: $(BUILD)/test-logs-TIER.
+test-tiers: test-deps
+	@$(MAKE) --no-print-directory all fixtures $(TEST_BINS)
+	KIPP_CPU_ISA=avx2 $(TEST_ENV) sh tests/run.sh
+	KIPP_CPU_ISA=generic $(TEST_ENV) sh tests/run.sh
 
 test-sanitize:
 	$(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
@@ -184,7 +205,10 @@ test-sanitize:
 test-tsan:
 	$(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 CC=clang test
 
-test-full: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf \
+test-full: test-deps
+	@$(MAKE) --no-print-directory test-full-run
+
+test-full-run: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf \
            $(foreach q,q8_0 affine4_gs32 scale4_gs32,$(MODELS)/synthetic-0.6b.$(q).gguf)
 	$(TEST_ENV) KIPP_TEST_FULL=1 sh tests/run.sh
 

@@ -34,3 +34,22 @@ bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options) {
     }
     return true;
 }
+
+bool cli_is_threads_flag(const char *arg) {
+    return !strcmp(arg, "--threads") || !strcmp(arg, "-t");
+}
+
+bool cli_parse_threads(const char *command, const char *value, int *out) {
+    long v = 0;
+    const char *p = value;
+    for (; *p >= '0' && *p <= '9' && v <= CLI_MAX_THREADS; p++) v = v * 10 + (*p - '0');
+    if (p == value || *p || v > CLI_MAX_THREADS) {
+        fprintf(stderr,
+                "kipp %s: --threads wants a thread count 0..%d (0 = one per online core), "
+                "got '%s'\n",
+                command, CLI_MAX_THREADS, value);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}

@@ -19,4 +19,13 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
  * stderr and returns false. Every subcommand that opens a model calls it. */
 bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options);
 
+/* --threads N, short -t N, on every subcommand that computes (generate,
+ * chat, ppl, serve, bench): the cpu backend's worker threads, 1..1024, or 0
+ * (also the default) for one per online core; the ref backend is the
+ * single-threaded oracle and ignores it. Decimal digits only, so "0x2",
+ * "-1" and "" are refused rather than read as something else. */
+#define CLI_MAX_THREADS 1024
+bool cli_is_threads_flag(const char *arg);
+bool cli_parse_threads(const char *command, const char *value, int *out);
+
 #endif

@@ -20,11 +20,12 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: kipp bench -m FILE [--backend cpu|ref] [--threads N] [--prompt-tokens P]\n"
+            "usage: kipp bench -m FILE [--backend cpu|ref] [-t|--threads N] [--prompt-tokens P]\n"
             "                  [--decode D] [--reps R] [--json]\n"
             "Prefill tokens/s for a P-token prompt (one eval call) and decode tokens/s over D\n"
             "tokens after it (so decode runs at P..P+D tokens of context); medians of R\n"
-            "repetitions after a warm-up. Defaults: cpu, threads = online cores, P 512, D 64,\n"
+            "repetitions after a warm-up. Defaults: cpu, threads 0 = one per online core,\n"
+            "P 512, D 64, "
             "R 3. --json prints one JSON object.\n");
 }
 
@@ -104,11 +105,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--backend")) {
             if (!cli_parse_backend("bench", v, &backend)) return 2;
             i++;
-        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-            if (parse_int(v, 1, 1024, &threads)) {
-                fprintf(stderr, "kipp bench: --threads wants 1..1024, got '%s'\n", v);
-                return 2;
-            }
+        } else if (cli_is_threads_flag(a)) {
+            if (!cli_parse_threads("bench", v, &threads)) return 2;
             i++;
         } else if (!strcmp(a, "--prompt-tokens") || !strcmp(a, "-p")) {
             if (parse_int(v, 1, 1 << 20, &n_prompt)) {

@@ -33,7 +33,7 @@ static void usage(FILE *out) {
         "\n"
         "  -m, --model FILE       a Kipp GGUF artifact (instruct entry)\n"
         "  --backend ref|cpu      compute backend (default cpu); no fallback\n"
-        "  --threads N            cpu backend threads (default: online cores)\n"
+        "  -t, --threads N        cpu backend threads (default 0 = one per online core)\n"
         "  --ctx N                conversation capacity in positions (default: the\n"
         "                         checkpoint's context, at most 4096)\n"
         "  -n, --max-tokens N     tokens per reply at most (default 512)\n"
@@ -314,9 +314,8 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--system")) system_msg = val;
         else if (!strcmp(a, "--backend")) {
             if (!cli_parse_backend("chat", val, &mo.backend)) return 2;
-        } else if (!strcmp(a, "--threads")) {
-            rc = parse_l(a, val, 0, 1024, &v);
-            mo.threads = (int)v;
+        } else if (cli_is_threads_flag(a)) {
+            if (!cli_parse_threads("chat", val, &mo.threads)) return 2;
         } else if (!strcmp(a, "--ctx")) rc = parse_l(a, val, 16, 1L << 24, &ctx);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
             rc = parse_l(a, val, 1, 1L << 24, &c.max_tokens);

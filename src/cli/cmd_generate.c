@@ -33,6 +33,7 @@ static void usage(FILE *out) {
         "  --tokens LIST             prompt as comma-separated token ids\n"
         "  -n, --max-tokens N        tokens to generate (default 64; 0 = prompt only)\n"
         "  --backend ref|cpu         compute backend (default: cpu; ref is the scalar oracle)\n"
+        "  -t, --threads N           cpu backend threads (default 0 = one per online core)\n"
         "  --kv-quant bf16|q8_0      KV cache format (default bf16; q8_0 stores K/V as\n"
         "                            Q8_0 blocks: 1.88x less memory, bounded error)\n"
         "  --capacity C              session capacity in positions (default: prompt + N,\n"
@@ -133,6 +134,7 @@ typedef struct options {
     size_t n_bias;
     bool print_ids;
     cli_spec spec;
+    int threads; /* 0 = one per online core */
 } options;
 
 static int parse_args(int argc, char **argv, options *o) {
@@ -169,7 +171,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
             rc = parse_long(a, v, 0, 1L << 30, &o->n_gen);
         else if (!strcmp(a, "--capacity")) rc = parse_long(a, v, 1, 1L << 30, &o->capacity);
-        else if (!strcmp(a, "--backend")) {
+        else if (cli_is_threads_flag(a)) {
+            if (!cli_parse_threads("generate", v, &o->threads)) return 1;
+        } else if (!strcmp(a, "--backend")) {
             if (!cli_parse_backend("generate", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("generate", v, &o->kv_quant)) return 1;
@@ -505,7 +509,7 @@ int cmd_generate(int argc, char **argv) {
     int rc = 1;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    kipp_model_options mo = {.backend = o.backend};
+    kipp_model_options mo = {.backend = o.backend, .threads = o.threads};
     if (!cli_cpu_isa_from_env("generate", &mo)) return 2;
     if (o.spec.mode != KIPP_SPEC_OFF && o.all_logits) {
         fprintf(stderr, "kipp generate: --all-logits needs --spec off\n");

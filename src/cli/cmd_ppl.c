@@ -36,14 +36,15 @@ static void usage(FILE *out) {
         "                        context length)\n"
         "  --max-tokens N        use only the first N tokens of the stream\n"
         "  --backend ref|cpu     compute backend (default: ref)\n"
-        "  --threads N           cpu backend threads (default: online cores)\n"
+        "  -t, --threads N       cpu backend threads (default 0 = one per online core)\n"
         "  --kv-quant bf16|q8_0  KV cache format (default bf16)\n"
         "  --json                print one JSON object instead of text\n");
 }
 
 typedef struct options {
     const char *model, *tokens_file, *text_file;
-    long ctx, max_tokens, threads;
+    long ctx, max_tokens;
+    int threads; /* 0 = one per online core */
     kipp_backend_kind backend;
     kipp_kv_quant kv_quant;
     bool json;
@@ -82,7 +83,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--text-file")) o->text_file = v;
         else if (!strcmp(a, "--ctx")) rc = parse_long(a, v, 2, 1L << 30, &o->ctx);
         else if (!strcmp(a, "--max-tokens")) rc = parse_long(a, v, 2, 1L << 40, &o->max_tokens);
-        else if (!strcmp(a, "--threads")) rc = parse_long(a, v, 0, 4096, &o->threads);
+        else if (cli_is_threads_flag(a)) {
+            if (!cli_parse_threads("ppl", v, &o->threads)) return 1;
+        }
         else if (!strcmp(a, "--backend")) {
             if (!cli_parse_backend("ppl", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
@@ -224,7 +227,7 @@ int cmd_ppl(int argc, char **argv) {
     size_t n_ids = 0, text_len = 0;
     float *logits = NULL;
 
-    kipp_model_options mo = {.backend = o.backend, .threads = (int)o.threads};
+    kipp_model_options mo = {.backend = o.backend, .threads = o.threads};
     if (!cli_cpu_isa_from_env("ppl", &mo)) return 2;
     if (kipp_model_open(o.model, &mo, &model, &err)) {
         fprintf(stderr, "kipp ppl: %s\n", err.message);

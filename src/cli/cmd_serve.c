@@ -32,7 +32,7 @@ static void usage(FILE *out) {
         "  --host ADDR            address to bind (default 127.0.0.1)\n"
         "  --port N               TCP port (default 8080; 0 = any free port, printed on stderr)\n"
         "  --backend ref|cpu      compute backend (default cpu); no fallback if it fails\n"
-        "  --threads N            cpu backend threads (default: online cores)\n"
+        "  -t, --threads N        cpu backend threads (default 0 = one per online core)\n"
         "  --max-sessions N       active sequences at once, one per choice (default 32)\n"
         "  --ctx N                positions per sequence, prompt + max_tokens (default:\n"
         "                         the checkpoint's context, at most 4096)\n"
@@ -113,9 +113,8 @@ int cmd_serve(int argc, char **argv) {
             cfg.port = (int)v;
         } else if (!strcmp(a, "--backend")) {
             if (!cli_parse_backend("serve", val, &mo.backend)) return 2;
-        } else if (!strcmp(a, "--threads")) {
-            rc = parse_num(a, val, 0, 1024, &v);
-            mo.threads = (int)v;
+        } else if (cli_is_threads_flag(a)) {
+            if (!cli_parse_threads("serve", val, &mo.threads)) return 2;
         } else if (!strcmp(a, "--max-sessions")) {
             rc = parse_num(a, val, 1, 256, &v);
             cfg.max_sequences = (uint32_t)v;

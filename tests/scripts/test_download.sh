@@ -25,8 +25,8 @@ DL="sh $ROOT/tools/download.sh"
 
 PY=/usr/bin/python3
 [ -x $PY ] || PY=$(command -v python3 || true)
-[ -n "$PY" ] || { echo "no python3 for the mirror server"; exit 77; }
-command -v curl >/dev/null 2>&1 || { echo "curl not installed"; exit 77; }
+[ -n "$PY" ] || { echo "SKIP(missing): no python3 for the mirror server"; exit 77; }
+command -v curl >/dev/null 2>&1 || { echo "SKIP(missing): curl not installed"; exit 77; }
 [ -x "$KIPP" ] || { echo "FAIL: $KIPP not built"; exit 1; }
 if [ -z "${KIPP_TOKENIZER_DIR:-}" ] && [ -f "$BUILD/cache/tokenizer-qwen3/tokenizer.json" ]; then
     KIPP_TOKENIZER_DIR=$BUILD/cache/tokenizer-qwen3

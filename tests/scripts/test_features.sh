@@ -7,10 +7,10 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$INSTRUCT" ] || { echo "fixture $INSTRUCT missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "node_modules/openai missing (npm ci)"; exit 77; }
-node -e 'require("ajv")' 2>/dev/null || { echo "ajv missing (npm ci, or NODE_PATH)"; exit 77; }
+[ -f "$INSTRUCT" ] || { echo "SKIP(missing): fixture $INSTRUCT missing (run make fixtures)"; exit 77; }
+command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
+[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
+node -e 'require("ajv")' 2>/dev/null || { echo "SKIP(missing): ajv missing (npm ci, or NODE_PATH)"; exit 77; }
 
 T=$(mktemp -d)
 PID=""

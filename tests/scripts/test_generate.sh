@@ -1,12 +1,15 @@
 #!/bin/sh
 # `kipp generate` end to end on the synthetic-tiny fixture: help, argument
 # errors, --all-logits shape and cached-vs-recomputed equality (bytewise),
-# capacity, stop tokens, logit bias, seeds, the random-weights notice.
+# capacity, stop tokens, logit bias, seeds, the random-weights notice;
+# --threads (same output at 1 and 2 threads; the same flag and the same
+# refusal on every subcommand that computes); KIPP_CPU_ISA reaches the cpu
+# backend (an unknown tier is refused, never ignored).
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 M=$BUILD/models/synthetic-tiny.gguf
 ROW=$((151936 * 4))
-if [ ! -f "$M" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+if [ ! -f "$M" ]; then echo "SKIP(missing): fixture $M missing (run make fixtures)"; exit 77; fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
@@ -68,6 +71,33 @@ S2=$("$KIPP" generate -m "$M" --tokens $P -n 8 --temperature 1.5 --seed 42 --pri
 grep -q "capacity" "$T/e" || bad "capacity error message: $(cat "$T/e")"
 "$KIPP" generate -m "$M" --tokens $P -n 5 --capacity 9 --print-ids >"$T/ids" 2>"$T/e" || bad "capacity-limited run failed"
 grep -q "capacity 9 reached" "$T/e" || bad "no capacity stop report: $(cat "$T/e")"
+
+# --threads: 1 and 2 threads (and -t, and 0 = online cores) give the same
+# bytes; prefill splits rows and columns between threads differently.
+echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (best available)}"
+"$KIPP" generate -m "$M" --tokens $P -n 6 --threads 1 --print-ids --all-logits "$T/t1.f32" >"$T/t1" 2>"$T/e" ||
+    bad "--threads 1 failed: $(cat "$T/e")"
+"$KIPP" generate -m "$M" --tokens $P -n 6 --threads 2 --print-ids --all-logits "$T/t2.f32" >"$T/t2" 2>"$T/e" ||
+    bad "--threads 2 failed: $(cat "$T/e")"
+"$KIPP" generate -m "$M" --tokens $P -n 6 -t 0 --print-ids >"$T/t0" 2>"$T/e" || bad "-t 0 failed: $(cat "$T/e")"
+cmp -s "$T/t1.f32" "$T/t2.f32" || bad "--threads 1 and --threads 2 give different logits"
+cmp -s "$T/t1.f32" "$T/g.f32" || bad "--threads 1 differs from the default thread count"
+cmp -s "$T/t1" "$T/t2" && cmp -s "$T/t1" "$T/t0" || bad "thread counts give different ids: $(cat "$T/t1" "$T/t2" "$T/t0")"
+for cmd in generate chat ppl serve bench; do
+    for v in 0x -1 1025 "" 2x; do
+        "$KIPP" $cmd -m "$M" --threads "$v" --tokens 1 >/dev/null 2>"$T/e" </dev/null &&
+            bad "$cmd --threads '$v' accepted"
+        grep -q "kipp $cmd: --threads wants a thread count 0..1024 (0 = one per online core), got '$v'" "$T/e" ||
+            bad "$cmd --threads '$v' message: $(cat "$T/e")"
+    done
+    "$KIPP" $cmd --help 2>&1 | grep -q -- "--threads N" || bad "$cmd --help lacks --threads"
+done
+
+# KIPP_CPU_ISA is the knob that forces a tier (make test-tiers): a name that
+# is no tier must stop the cpu backend with a message naming the variable.
+KIPP_CPU_ISA=avx513 "$KIPP" generate -m "$M" --tokens $P -n 1 >/dev/null 2>"$T/e" &&
+    bad "KIPP_CPU_ISA=avx513 accepted"
+grep -q "KIPP_CPU_ISA=avx513" "$T/e" || bad "KIPP_CPU_ISA=avx513 message: $(cat "$T/e")"
 
 # Text prompt streams text (the tokenizer is built).
 "$KIPP" generate -m "$M" -p "Hello, world" -n 4 >"$T/out" 2>"$T/e" || bad "text prompt failed: $(cat "$T/e")"

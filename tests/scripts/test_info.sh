@@ -9,7 +9,7 @@ KIPP=${KIPP:-$BUILD/kipp}
 TINY=$BUILD/models/synthetic-tiny.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
 [ -x "$KIPP" ] || { echo "FAIL: $KIPP not built"; exit 1; }
-[ -f "$TINY" ] || { echo "fixture $TINY missing (run make fixtures)"; exit 77; }
+[ -f "$TINY" ] || { echo "SKIP(missing): fixture $TINY missing (run make fixtures)"; exit 77; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kipp-test-info.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

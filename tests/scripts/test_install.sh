@@ -18,11 +18,11 @@ CC=${KIPP_TEST_CC:-${CC:-cc}}
 SANFLAGS=${KIPP_TEST_SANFLAGS:-}
 M=$BUILD/models/synthetic-tiny.gguf
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-if [ ! -f "$M" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+if [ ! -f "$M" ]; then echo "SKIP(missing): fixture $M missing (run make fixtures)"; exit 77; fi
 PKG=$(command -v pkg-config || command -v pkgconf)
-[ -n "$PKG" ] || { echo "pkg-config (or pkgconf) not installed: apt-get install pkgconf"; exit 77; }
+[ -n "$PKG" ] || { echo "SKIP(missing): pkg-config (or pkgconf) not installed: apt-get install pkgconf"; exit 77; }
 for tool in nm readelf; do
-    command -v $tool >/dev/null || { echo "$tool not installed (binutils)"; exit 77; }
+    command -v $tool >/dev/null || { echo "SKIP(missing): $tool not installed (binutils)"; exit 77; }
 done
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -8,9 +8,9 @@ BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 M=$BUILD/models/synthetic-tiny.gguf
 N=16
-if [ ! -f "$M" ]; then echo "fixture $M missing (run make fixtures)"; exit 77; fi
+if [ ! -f "$M" ]; then echo "SKIP(missing): fixture $M missing (run make fixtures)"; exit 77; fi
 if ! command -v node >/dev/null || [ ! -d node_modules/node-llama-cpp ]; then
-    echo "node or node_modules/node-llama-cpp missing (npm ci)"; exit 77
+    echo "SKIP(missing): node or node_modules/node-llama-cpp missing (npm ci)"; exit 77
 fi
 fail=0
 # Short text-like ids; one with chat special tokens; one of 40 tokens that

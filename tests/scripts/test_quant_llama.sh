@@ -24,9 +24,9 @@ KIPP=${KIPP:-$BUILD/kipp}
 PY=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1
 if ! command -v node >/dev/null || [ ! -d node_modules/node-llama-cpp ]; then
-    echo "node or node_modules/node-llama-cpp missing (npm ci)"; exit 77
+    echo "SKIP(missing): node or node_modules/node-llama-cpp missing (npm ci)"; exit 77
 fi
-if ! $PY -c 'import numpy' 2>/dev/null; then echo "numpy for /usr/bin/python3 is missing"; exit 77; fi
+if ! $PY -c 'import numpy' 2>/dev/null; then echo "SKIP(missing): numpy for /usr/bin/python3 is missing"; exit 77; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail=0
@@ -50,7 +50,7 @@ for s in $SCHEMES; do
     # Fixtures (make fixtures): synthetic-tiny.gguf and synthetic-tiny.SCHEME.gguf.
     f=$BUILD/models/synthetic-tiny.$s.gguf
     [ $s = bf16 ] && f=$BUILD/models/synthetic-tiny.gguf
-    if [ ! -f "$f" ]; then echo "fixture $f missing (run make fixtures)"; exit 77; fi
+    if [ ! -f "$f" ]; then echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; fi
     got=$("$KIPP" info "$f" 2>/dev/null | grep -c "kipp.quant.scheme.*$s")
     [ "$got" -ge 1 ] || { echo "FAIL: $f does not record kipp.quant.scheme $s"; fail=1; }
     # llama.cpp runs in the background while Kipp's oracle runs (2 cores).

@@ -8,9 +8,9 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "fixture $MODEL missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "node_modules/openai missing (npm ci)"; exit 77; }
+[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
+command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
+[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
 
 T=$(mktemp -d)
 PIDS=""

@@ -9,11 +9,11 @@ KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
 for f in "$BASE" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "fixture $f missing (run make fixtures)"; exit 77; }
+    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
 done
-command -v node >/dev/null || { echo "node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "node_modules/openai missing (npm ci)"; exit 77; }
-command -v curl >/dev/null || { echo "curl is not installed"; exit 77; }
+command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
+[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
 
 T=$(mktemp -d)
 PIDS=""
@@ -57,7 +57,7 @@ if command -v promtool >/dev/null; then
         promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 || bad "promtool: $(cat "$T/promtool.out")"
     done
 else
-    echo "note: promtool not installed (Debian package prometheus); /metrics lint skipped"
+    echo "SKIP-PART(missing): promtool check: promtool not installed (Debian package prometheus)"
 fi
 for name in kipp_requests_total kipp_requests_failed_total kipp_prompt_tokens_total \
     kipp_generation_tokens_total kipp_queue_wait_seconds_sum kipp_queue_wait_seconds_count \

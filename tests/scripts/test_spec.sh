@@ -11,10 +11,10 @@ BASE=$BUILD/models/synthetic-tiny.gguf
 DRAFT=$BUILD/models/synthetic-tiny.scale4_gs32.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
 for f in "$BASE" "$DRAFT" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "fixture $f missing (run make fixtures)"; exit 77; }
+    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
 done
-command -v curl >/dev/null || { echo "curl is not installed"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 is not installed"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
 
 T=$(mktemp -d)
 PIDS=""

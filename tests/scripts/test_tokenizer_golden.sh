@@ -18,7 +18,7 @@ PY=/usr/bin/python3
 fail=0
 
 if [ ! -f "$MODEL" ]; then
-    echo "skip: $MODEL missing (make fixtures)"
+    echo "SKIP(missing): $MODEL missing (make fixtures)"
     exit 77
 fi
 mkdir -p "$TMP"

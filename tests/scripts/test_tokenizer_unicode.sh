@@ -11,8 +11,8 @@ set -u
 BUILD=${BUILD:-build}
 BIN=$BUILD/tests/test_tokenizer_unicode
 OUTF=$BUILD/tmp-tokenizer-unicode/js_classes.bin
-command -v node > /dev/null || { echo "skip: node not installed"; exit 77; }
-[ -r /usr/share/unicode/DerivedAge.txt ] || { echo "skip: no /usr/share/unicode/DerivedAge.txt (unicode-data)"; exit 77; }
+command -v node > /dev/null || { echo "SKIP(missing): node not installed"; exit 77; }
+[ -r /usr/share/unicode/DerivedAge.txt ] || { echo "SKIP(missing): no /usr/share/unicode/DerivedAge.txt (unicode-data)"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 mkdir -p "$(dirname "$OUTF")"
 node -e '

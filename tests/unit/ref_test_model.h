@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "test_util.h"
 #include "core/gguf.h"
 #include "core/model_internal.h"
 
@@ -101,7 +102,9 @@ static inline int test_model_file(const char *name, test_model *out) {
     snprintf(path, sizeof path, "%s/models/%s.gguf", test_build_dir(), name);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "note: fixture %s not found (run `make fixtures`)\n", path);
+        char why[600];
+        snprintf(why, sizeof why, "fixture %s not found (make fixtures)", path);
+        test_skip_part(TEST_SKIP_MISSING, name, why);
         return 1;
     }
     fclose(f);

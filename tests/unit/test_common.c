@@ -194,8 +194,10 @@ static void test_f32_to_fp16(void) {
 #ifdef __FLT16_MAX__
     CHECKF(failures_f16c == 0, "%ld f32->fp16 mismatches against _Float16", failures_f16c);
 #else
-    fprintf(stderr, "NOTE: this compiler has no _Float16 on this target; skipped the _Float16 "
-                    "comparison only (the double-model reference still ran)\n");
+    /* The double-model reference above still ran; only the cross-check
+     * against the compiler's own conversion is missing. */
+    test_skip_part(TEST_SKIP_MACHINE, "f32->fp16 vs _Float16",
+                   "this compiler has no _Float16 on this target");
 #endif
 }
 

@@ -10,12 +10,14 @@
  *     other lengths (prefill and decode);
  *   - a scrambled block table == the identity table;
  *   - truncate + resume == the original run.
- *  Against the oracle (`ref`): identical argmax and NMSE <= 1e-4 at every
- *  prefill position of a ragged multi-block prompt, at every greedy decode
- *  position, after truncate/resume, with a scrambled table and batched.
+ *  Against the oracle (`ref`): identical argmax and NMSE <= the model's
+ *  bound (plan.nmse_bound, set from measurement) at every prefill position
+ *  of a ragged multi-block prompt, at every greedy decode position, after
+ *  truncate/resume, with a scrambled table and batched.
  *
  * synthetic-tiny and synthetic-tiny-instruct always; synthetic-0.6b too with
- * KIPP_TEST_FULL=1 (make test-full). */
+ * KIPP_TEST_FULL=1 (make test-full). Tiers: test_tiers.h (every tier the
+ * processor runs, capped by KIPP_CPU_ISA; the others are named skips). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +25,23 @@
 #include "core/common.h"
 #include "core/session_internal.h"
 #include "kipp.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 #define V KIPP_VOCAB_SIZE
-#define NMSE_BOUND 1e-4
+/* Bounds on NMSE vs the oracle, per model: ~10x the worst row measured over
+ * every gate below on every tier (2026-12-01, AMD Zen 5; tiers forced):
+ *                            generic  avx2     avx512
+ *   synthetic-tiny           8.2e-8   8.5e-8   6.7e-8   -> 1e-6
+ *   synthetic-tiny-instruct  6.7e-8   4.6e-7   4.6e-7   -> 5e-6
+ * (the instruct worst is one row of the 13-token batch companion). The
+ * BF16-residual bug (issue 9) measures 2.5e-5 and must fail here; the old
+ * bound, 1e-4, let it pass. synthetic-0.6b (KIPP_TEST_FULL=1) keeps the
+ * DESIGN section 7 bound, 1e-4: not measured in this change. */
+#define NMSE_TINY 1e-6
+#define NMSE_TINY_INSTRUCT 5e-6
+#define NMSE_DESIGN 1e-4
+static double nmse_bound; /* the current model's */
 
 static uint64_t rng_state;
 static int32_t rand_token(void) {
@@ -110,14 +125,14 @@ static void vs_ref(const char *what, const char *isa, const float *cpu, const fl
         const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
         double e = nmse(a, b);
         if (e > worst) worst = e;
-        bad_nmse += !(e <= NMSE_BOUND);
+        bad_nmse += !(e <= nmse_bound);
         bad_arg += argmax(a) != argmax(b);
     }
     if (worst > worst_nmse) worst_nmse = worst;
     fprintf(stderr, "  %-7s %-28s rows %3u  worst NMSE %.2e  argmax mismatches %d\n", isa, what,
             rows, worst, bad_arg);
     CHECKF(bad_arg == 0 && bad_nmse == 0, "%s %s: %d argmax mismatches, %d rows over NMSE %g",
-           isa, what, bad_arg, bad_nmse, NMSE_BOUND);
+           isa, what, bad_arg, bad_nmse, nmse_bound);
 }
 
 static void same_bits(const char *what, const char *isa, const float *a, const float *b,
@@ -143,6 +158,7 @@ typedef struct plan {
     uint32_t decode; /* greedy decode steps compared with ref */
     uint32_t cut;    /* truncate point */
     uint32_t capacity;
+    double nmse_bound; /* vs the oracle, per row */
 } plan;
 
 static void run_model(const char *name, plan p) {
@@ -154,7 +170,8 @@ static void run_model(const char *name, plan p) {
         return;
     }
     fclose(f);
-    fprintf(stderr, "%s:\n", name);
+    fprintf(stderr, "%s (NMSE bound %g):\n", name, p.nmse_bound);
+    nmse_bound = p.nmse_bound;
     rng_state = 0x5eed0000ull + p.L;
     uint32_t T = p.L + p.decode;
     int32_t *prompt = malloc(T * sizeof *prompt), *other1 = malloc(64 * 4), *other2 = malloc(64 * 4);
@@ -185,17 +202,14 @@ static void run_model(const char *name, plan p) {
 
     fprintf(stderr, "  ref runs: %.1f s\n", kipp_now_seconds() - t0);
     float *a = logits_buf(T), *b = logits_buf(T), *o1 = logits_buf(13), *o2 = logits_buf(41);
-    const char *tiers[] = {"generic", "avx2", "avx512"};
-    for (int t = 0; t < 3; t++) {
-        const char *isa = tiers[t];
-        const char *only = getenv("KIPP_TEST_ISA"); /* debugging: one tier */
-        if (only && *only && strcmp(only, isa) != 0) continue;
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        /* A tier this processor lacks (or KIPP_CPU_ISA leaves out) is a
+         * named skip; one it has must open. */
+        if (!test_tier_kernels(t)) continue;
+        const char *isa = test_tier_names[t];
         double tier_start = kipp_now_seconds();
         kipp_model *m2 = open_model(KIPP_BACKEND_CPU, isa, 2);
-        if (!m2) {
-            fprintf(stderr, "  %s: tier not available here\n", isa);
-            continue;
-        }
+        if (!m2) continue;
         /* A: one-call prefill + greedy decode on the oracle's tokens. */
         kipp_session *s = new_session(m2, p.capacity);
         feed(m2, s, prompt, p.L, NULL, a);
@@ -316,16 +330,20 @@ static void run_model(const char *name, plan p) {
 
 int main(void) {
     if (UNDER_TSAN) {
-        run_model("synthetic-tiny", (plan){.L = 36, .decode = 2, .cut = 20, .capacity = 64});
+        run_model("synthetic-tiny", (plan){.L = 36, .decode = 2, .cut = 20, .capacity = 64,
+                                           .nmse_bound = NMSE_TINY});
         return test_finish("test_cpu_backend (thread-sanitizer plan)");
     }
-    run_model("synthetic-tiny", (plan){.L = 45, .decode = 5, .cut = 29, .capacity = 64});
-    run_model("synthetic-tiny-instruct", (plan){.L = 41, .decode = 4, .cut = 33, .capacity = 96});
+    run_model("synthetic-tiny", (plan){.L = 45, .decode = 5, .cut = 29, .capacity = 64,
+                                       .nmse_bound = NMSE_TINY});
+    run_model("synthetic-tiny-instruct", (plan){.L = 41, .decode = 4, .cut = 33, .capacity = 96,
+                                                .nmse_bound = NMSE_TINY_INSTRUCT});
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0)
-        run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64});
+        run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64,
+                                           .nmse_bound = NMSE_DESIGN});
     else
         fprintf(stderr, "synthetic-0.6b gates: only with KIPP_TEST_FULL=1 (make test-full)\n");
-    fprintf(stderr, "worst NMSE vs ref over all gates: %.2e (bound %g)\n", worst_nmse, NMSE_BOUND);
+    fprintf(stderr, "worst NMSE vs ref over all gates and models: %.2e\n", worst_nmse);
     return test_finish("test_cpu_backend");
 }

@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "cpu/kernels.h"
 #include "cpu/pool.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -26,7 +27,25 @@ static double rel_err(double got, double want, double scale) {
 
 enum { N = 70, K = 320, M = 11 };
 
-static void test_matmul(const kipp_cpu_kernels *kr, double tol) {
+/* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier of
+ * this file's fixed random data; the data are deterministic, so the margin
+ * covers compilers and flags, not luck):
+ *                        generic  avx2     avx512
+ *   matmul bf16 (rel)    4.2e-8   3.9e-8   2.2e-8   (avx512 carries the
+ *                                                    activations as a BF16
+ *                                                    hi/lo pair)
+ *   rmsnorm (rel)        1.7e-7   9.3e-8   1.0e-7
+ *   rope (abs)           8.0e-8   3.6e-8   4.9e-8
+ *   silu_mul (rel)       1.4e-7   2.3e-7   2.2e-7
+ *   attention (abs)      4.6e-7   2.7e-7   2.7e-7 */
+#define MATMUL_TOL 5e-7
+#define RMSNORM_TOL 2e-6
+#define ROPE_TOL 1e-6
+#define SILU_TOL 3e-6
+#define ATTENTION_TOL 5e-6
+
+static void test_matmul(const kipp_cpu_kernels *kr) {
+    const double tol = MATMUL_TOL;
     static uint16_t w[N * K];
     static float x[M * K];
     for (int i = 0; i < N * K; i++) w[i] = kipp_f32_to_bf16(frand());
@@ -66,6 +85,8 @@ static void test_matmul(const kipp_cpu_kernels *kr, double tol) {
             double e = rel_err(y_mm[r][n], ref, mag);
             if (e > worst) worst = e;
         }
+    fprintf(stderr, "  %-7s matmul bf16: worst error %.2e of sum|w*x| (bound %.0e)\n", kr->name,
+            worst, tol);
     CHECKF(worst <= tol, "%s matmul: worst error %.3g of sum|w*x| > %.3g", kr->name, worst, tol);
     CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0, "%s: matmat rows differ from matvec", kr->name);
     CHECKF(memcmp(y_mm, y_split, sizeof y_mm) == 0, "%s: column/row split changes bits",
@@ -78,7 +99,8 @@ static void test_matmul(const kipp_cpu_kernels *kr, double tol) {
     CHECKF(memcmp(act2, act, kr->act_bytes(K)) == 0, "%s: sliced pack differs", kr->name);
 }
 
-static void test_norm_rope_silu(const kipp_cpu_kernels *kr, double tol) {
+static void test_norm_rope_silu(const kipp_cpu_kernels *kr) {
+    const double tol = RMSNORM_TOL;
     enum { H = 384 };
     float x[H], w[H], out[H], g[H], u[H], g0[H];
     for (int i = 0; i < H; i++) {
@@ -95,6 +117,8 @@ static void test_norm_rope_silu(const kipp_cpu_kernels *kr, double tol) {
         double e = rel_err(out[i], x[i] * inv * w[i], fabs(x[i] * inv * w[i]) + 1e-3);
         if (e > worst) worst = e;
     }
+    fprintf(stderr, "  %-7s rmsnorm: worst relative error %.2e (bound %.0e)\n", kr->name, worst,
+            tol);
     CHECKF(worst <= tol, "%s rmsnorm: worst %.3g", kr->name, worst);
 
     float head[128], h0[128], cs[64], sn[64];
@@ -112,7 +136,8 @@ static void test_norm_rope_silu(const kipp_cpu_kernels *kr, double tol) {
         double e = fmax(fabs(head[i] - a), fabs(head[i + 64] - b));
         if (e > worst) worst = e;
     }
-    CHECKF(worst <= 1e-6, "%s rope: worst %.3g", kr->name, worst);
+    fprintf(stderr, "  %-7s rope: worst abs error %.2e (bound %.0e)\n", kr->name, worst, ROPE_TOL);
+    CHECKF(worst <= ROPE_TOL, "%s rope: worst %.3g", kr->name, worst);
 
     kr->silu_mul(g, u, H);
     worst = 0;
@@ -121,7 +146,9 @@ static void test_norm_rope_silu(const kipp_cpu_kernels *kr, double tol) {
         double e = rel_err(g[i], want, fabs(want) + 1e-6);
         if (e > worst) worst = e;
     }
-    CHECKF(worst <= 1e-5, "%s silu_mul: worst %.3g", kr->name, worst);
+    fprintf(stderr, "  %-7s silu_mul: worst relative error %.2e (bound %.0e)\n", kr->name, worst,
+            SILU_TOL);
+    CHECKF(worst <= SILU_TOL, "%s silu_mul: worst %.3g", kr->name, worst);
 }
 
 /* Block pointers of one KV head (kernels.h) through a block table. */
@@ -160,6 +187,7 @@ static void test_attention(const kipp_cpu_kernels *kr) {
     for (int i = 0; i < NQ * G * 128; i++) q[i] = frand() * 3;
     const float scale = 1.0f / sqrtf(128.0f);
     const uint32_t lengths[] = {1, 2, 31, 32, 33, 64, 100, 159, 160};
+    double worst_all = 0;
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
         uint32_t n = lengths[li];
         kr->attention(q, G * 128, 1, G, n - 1, &h_id, scale, out, G * 128, scratch);
@@ -185,7 +213,8 @@ static void test_attention(const kipp_cpu_kernels *kr) {
                 if (e > worst) worst = e;
             }
         }
-        CHECKF(worst <= 2e-6, "%s attention n=%u: worst abs error %.3g", kr->name, n, worst);
+        CHECKF(worst <= ATTENTION_TOL, "%s attention n=%u: worst abs error %.3g", kr->name, n, worst);
+        worst_all = worst > worst_all ? worst : worst_all;
     }
     /* Rows at positions pos0 .. pos0 + nq - 1 in one call == one call each. */
     const uint32_t starts[][2] = {{0, 1}, {0, 40}, {5, 27}, {31, 2}, {60, 40}, {120, 40}, {100, 17}};
@@ -201,6 +230,8 @@ static void test_attention(const kipp_cpu_kernels *kr) {
         CHECKF(bad == 0, "%s attention: %d of %u rows at %u.. differ from single-row calls",
                kr->name, bad, nq, pos0);
     }
+    fprintf(stderr, "  %-7s attention: worst abs error %.2e (bound %.0e)\n", kr->name, worst_all,
+            ATTENTION_TOL);
 }
 
 typedef struct pool_ctx {
@@ -243,20 +274,14 @@ static void test_pool(void) {
 }
 
 int main(void) {
-    const char *tiers[] = {"generic", "avx2", "avx512"};
     int ran = 0;
-    for (int t = 0; t < 3; t++) {
-        const kipp_cpu_kernels *kr = kipp_cpu_kernels_by_name(tiers[t]);
-        if (!kr) {
-            fprintf(stderr, "tier %s: not supported by this processor, not tested\n", tiers[t]);
-            continue;
-        }
-        CHECK(strcmp(kr->name, tiers[t]) == 0);
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        const kipp_cpu_kernels *kr = test_tier_kernels(t);
+        if (!kr) continue;
+        CHECK(strcmp(kr->name, test_tier_names[t]) == 0);
         ran++;
-        /* avx512 carries activations as a BF16 hi/lo pair (~16 bits). */
-        double tol = t == 2 ? 2e-5 : 1e-6;
-        test_matmul(kr, tol);
-        test_norm_rope_silu(kr, 1e-6);
+        test_matmul(kr);
+        test_norm_rope_silu(kr);
         test_attention(kr);
     }
     CHECK(ran >= 1);

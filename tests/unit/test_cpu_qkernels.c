@@ -2,8 +2,8 @@
  * Q8_0-KV attention, kernel by kernel, for every tier this processor runs:
  *  - against a double-precision dot of the exactly decoded weights
  *    (kipp_dequantize_*) and the FP32 activations: error per output within
- *    1e-6 of the row's sum |w||x| (measured <= 4e-8 on every tier; the
- *    AVX-512 tier carries activations as a BF16 hi/lo pair);
+ *    MATMUL_Q_TOL of the row's sum |w||x| (the AVX-512 tier carries
+ *    activations as a BF16 hi/lo pair);
  *  - batch invariance, bitwise: output (m, n) is the same for every M (1..7,
  *    so every tile shape and remainder), and for any [n0, n1) column range
  *    (odd bounds, so weight-row tile remainders run too);
@@ -17,9 +17,18 @@
 #include "core/common.h"
 #include "core/quant.h"
 #include "cpu/kernels.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 enum { K = 256, N = 45, MMAX = 7 };
+
+/* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
+ *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
+ *     q4_1 4.0e-8; avx2 1.9e-8, 2.4e-8, 3.5e-8; avx512 2.6e-8, 2.6e-8, 3.0e-8
+ *   attention over a Q8_0 cache (one kernel for every tier): 1.3e-7 abs on
+ *     this seed, 1.7e-7 and 2.2e-7 on two others */
+#define MATMUL_Q_TOL 4e-7
+#define ATTENTION_Q8_TOL 2e-6
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static float uni(void) { /* [-1, 1) */
@@ -84,7 +93,8 @@ static void check_matmul(const kipp_cpu_kernels *kern) {
                 double e = mag > 0 ? fabs(ys[r][n] - dot) / mag : fabs(ys[r][n]);
                 worst = e > worst ? e : worst;
             }
-        CHECKF(worst <= 1e-6, "%s %s: worst relative error %g", kern->name, types[t].name, worst);
+        CHECKF(worst <= MATMUL_Q_TOL, "%s %s: worst relative error %g", kern->name,
+               types[t].name, worst);
         /* Every M, and odd column ranges: bitwise the same outputs. */
         int diffs = 0;
         for (int m = 1; m <= MMAX; m++) {
@@ -111,6 +121,7 @@ static void check_matmul(const kipp_cpu_kernels *kern) {
 /* Attention over a Q8_0 cache: 2 query heads on one KV head, 70 positions
  * in 3 blocks placed by a scrambled table. */
 static void check_attention(void) {
+    rng = 0x13198a2e03707344ull; /* the same data whichever tiers ran before */
     enum { G = 2, NPOS = 70, NB = 3, ROW = 8 * 4 };
     kipp_block_q8_0 *k = calloc((size_t)NB * 32 * ROW, sizeof *k);
     kipp_block_q8_0 *v = calloc((size_t)NB * 32 * ROW, sizeof *v);
@@ -150,20 +161,15 @@ static void check_attention(void) {
         }
     }
     fprintf(stderr, "  attention over Q8_0 KV: worst |error| %.2e\n", worst);
-    CHECKF(worst < 1e-5, "attention q8_0: worst error %g", worst);
+    CHECKF(worst <= ATTENTION_Q8_TOL, "attention q8_0: worst error %g", worst);
     free(k);
     free(v);
 }
 
 int main(void) {
-    const char *tiers[] = {"generic", "avx2", "avx512"};
-    for (int t = 0; t < 3; t++) {
-        const kipp_cpu_kernels *kern = kipp_cpu_kernels_by_name(tiers[t]);
-        if (!kern) {
-            fprintf(stderr, "  %s: not available on this processor\n", tiers[t]);
-            continue;
-        }
-        check_matmul(kern);
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        const kipp_cpu_kernels *kern = test_tier_kernels(t);
+        if (kern) check_matmul(kern);
     }
     check_attention();
     return test_finish("test_cpu_qkernels");

@@ -4,8 +4,8 @@
  * The same gates as test_cpu_backend.c, per variant:
  *
  *  Against the oracle (`ref`, same file, same KV format): identical argmax
- *  and NMSE <= 1e-4 at every prefill position of a multi-block prompt and
- *  at every greedy decode position.
+ *  and NMSE <= the variant's bound (measured, below) at every prefill
+ *  position of a multi-block prompt and at every greedy decode position.
  *  Batch invariance, BITWISE: one-call prefill == ragged chunks == one token
  *  at a time on 1 thread; a session alone == the same session batched with
  *  another of a different length (prefill and decode); a scrambled block
@@ -23,10 +23,23 @@
 #include "core/common.h"
 #include "core/session_internal.h"
 #include "kipp.h"
+#include "test_tiers.h"
 #include "test_util.h"
 
 #define V KIPP_VOCAB_SIZE
-#define NMSE_BOUND 1e-4
+/* Bounds on NMSE vs the oracle, per variant: ~10x the worst row measured
+ * on every tier (2026-12-01, AMD Zen 5):
+ *                                   generic  avx2     avx512
+ *   tiny.q8_0, bf16 KV              1.5e-7   1.5e-7   1.5e-7   -> 1.5e-6
+ *   tiny.affine4_gs32, q8_0 KV      7.0e-7   7.0e-7   9.3e-7   -> 1e-5
+ *   tiny.scale4_gs32, bf16 KV       5.0e-8   8.7e-8   7.3e-8   -> 1e-6
+ * synthetic-0.6b's variants (KIPP_TEST_FULL=1) keep DESIGN section 7's
+ * 1e-4: not measured in this change. */
+#define NMSE_TINY_Q8_0 1.5e-6
+#define NMSE_TINY_Q4_1_KVQ8 1e-5
+#define NMSE_TINY_Q4_0 1e-6
+#define NMSE_DESIGN 1e-4
+static double nmse_bound; /* the current variant's */
 
 enum { L = 40, DECODE = 3, T = L + DECODE, CAP = 64, COMP = 13 };
 
@@ -104,14 +117,14 @@ static void vs_ref(const char *what, const char *label, const float *cpu, const 
         }
         double e = den > 0 ? num / den : num;
         worst = e > worst ? e : worst;
-        bad_nmse += !(e <= NMSE_BOUND);
+        bad_nmse += !(e <= nmse_bound);
         bad_arg += argmax(a) != argmax(b);
     }
     if (worst > worst_nmse) worst_nmse = worst;
     fprintf(stderr, "  %-34s %-14s rows %2u  worst NMSE %.2e  argmax mismatches %d\n", label, what,
             rows, worst, bad_arg);
     CHECKF(bad_arg == 0 && bad_nmse == 0, "%s %s: %d argmax mismatches, %d rows over NMSE %g",
-           label, what, bad_arg, bad_nmse, NMSE_BOUND);
+           label, what, bad_arg, bad_nmse, nmse_bound);
 }
 
 static void same_bits(const char *what, const char *label, const float *a, const float *b,
@@ -132,7 +145,8 @@ static float *rows_buf(uint32_t rows) {
     return p;
 }
 
-static void run_variant(const char *file, kipp_kv_quant kvq) {
+static void run_variant(const char *file, kipp_kv_quant kvq, double bound) {
+    nmse_bound = bound;
     char path[512];
     snprintf(path, sizeof path, "%s/models/%s.gguf", test_build_dir(), file);
     FILE *f = fopen(path, "rb");
@@ -168,15 +182,16 @@ static void run_variant(const char *file, kipp_kv_quant kvq) {
     fprintf(stderr, "%s, %s KV: ref %.1f s\n", file, kvname, kipp_now_seconds() - t0);
 
     float *a = rows_buf(T), *b = rows_buf(T), *c = rows_buf(COMP + DECODE);
-    const char *tiers[] = {"generic", "avx2", "avx512"};
-    for (int t = 0; t < 3; t++) {
+    const char *const *tiers = test_tier_names;
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        /* A tier this processor lacks (or KIPP_CPU_ISA leaves out) is a
+         * named skip; one it has must open. */
+        if (!test_tier_kernels(t)) continue;
         char label[96];
         snprintf(label, sizeof label, "%s/%s-kv/%s", file, kvname, tiers[t]);
         kipp_model *m2 = open_model(path, KIPP_BACKEND_CPU, tiers[t], 2);
-        if (!m2) {
-            fprintf(stderr, "  %s: tier not available here\n", tiers[t]);
-            continue;
-        }
+        CHECKF(m2 != NULL, "tier %s does not open", tiers[t]);
+        if (!m2) continue;
         /* One-call prefill + decode on the oracle's tokens, against ref. */
         kipp_session *s = new_session(m2, kvq);
         feed(m2, s, prompt, L, NULL, a);
@@ -251,21 +266,21 @@ static void run_variant(const char *file, kipp_kv_quant kvq) {
 
 int main(void) {
     if (UNDER_TSAN) {
-        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0);
+        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8);
         return test_finish("test_cpu_quant (thread-sanitizer plan)");
     }
-    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16);
-    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0);
-    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16);
+    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16, NMSE_TINY_Q8_0);
+    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8);
+    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, NMSE_TINY_Q4_0);
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0) {
-        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16);
-        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0);
-        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16);
-        run_variant("synthetic-0.6b", KIPP_KV_Q8_0);
+        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN);
+        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN);
+        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN);
+        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN);
     } else {
         fprintf(stderr, "synthetic-0.6b variants: only with KIPP_TEST_FULL=1\n");
     }
-    fprintf(stderr, "worst NMSE vs ref: %.2e (bound %g)\n", worst_nmse, NMSE_BOUND);
+    fprintf(stderr, "worst NMSE vs ref over all variants: %.2e\n", worst_nmse);
     return test_finish("test_cpu_quant");
 }

