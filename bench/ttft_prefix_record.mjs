@@ -61,7 +61,7 @@ for (let r = 0; r < runs; r++) {
             const j = JSON.parse(readFileSync(`/tmp/ttft_extra_resp_${process.pid}.json`, "utf8"));
             extra.push({ ttft_ms: Number(t) * 1000, prompt_tokens: j.usage?.prompt_tokens, server_prompt_ms: j.timings?.prompt_ms ?? null, loadavg: loadavg()[0] });
         }
-        record.runs.push({ run: r, server: s.cmd, bench_command: cmd, loadavg_start: la0, loadavg_end: loadavg(), ...inner.runs[0], warm_extra: extra });
+        record.runs.push({ ...inner.runs[0], run: r, server: s.cmd, bench_command: cmd, loadavg_start: la0, loadavg_end: loadavg(), warm_extra: extra });
     } finally { s.p.kill("SIGTERM"); await sleep(1000); }
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, JSON.stringify(record, null, 1) + "\n");
