@@ -47,40 +47,6 @@ static int unsupported(compiler *c, const char *what, const char *key) {
     return kipp_fail(c->err, KIPP_E_UNSUPPORTED, "unsupported JSON Schema %s '%s'", what, key);
 }
 
-/* Compact JSON text of v (the bytes the automaton will emit for a literal). */
-static void serialize(json_buf *b, const json_value *v) {
-    switch (v->type) {
-    case JSON_NULL: kipp_json_buf_append(b, "null", 4); break;
-    case JSON_TRUE: kipp_json_buf_append(b, "true", 4); break;
-    case JSON_FALSE: kipp_json_buf_append(b, "false", 5); break;
-    case JSON_NUMBER:
-        if (v->as.number.is_integer && v->as.number.fits_int64)
-            kipp_json_buf_appendf(b, "%lld", (long long)v->as.number.integer);
-        else
-            kipp_json_buf_appendf(b, "%.17g", v->as.number.value);
-        break;
-    case JSON_STRING: kipp_json_buf_append_string(b, v->as.string.chars, v->as.string.length); break;
-    case JSON_ARRAY:
-        kipp_json_buf_append(b, "[", 1);
-        for (size_t i = 0; i < v->as.array.count; i++) {
-            if (i) kipp_json_buf_append(b, ",", 1);
-            serialize(b, v->as.array.items[i]);
-        }
-        kipp_json_buf_append(b, "]", 1);
-        break;
-    case JSON_OBJECT:
-        kipp_json_buf_append(b, "{", 1);
-        for (size_t i = 0; i < v->as.object.count; i++) {
-            if (i) kipp_json_buf_append(b, ",", 1);
-            kipp_json_buf_append_string(b, v->as.object.keys[i], v->as.object.key_lengths[i]);
-            kipp_json_buf_append(b, ":", 1);
-            serialize(b, v->as.object.values[i]);
-        }
-        kipp_json_buf_append(b, "}", 1);
-        break;
-    }
-}
-
 static bool value_has_type(const json_value *v, const char *type) {
     if (!type) return true;
     switch (v->type) {
@@ -130,7 +96,7 @@ static int compile_literals(compiler *c, const json_value *s, const char *type, 
         const json_value *v = en ? en->as.array.items[i] : cn;
         if (!value_has_type(v, type)) continue;
         json_buf b = {0};
-        serialize(&b, v);
+        kipp_json_serialize(&b, v); /* the bytes the automaton emits for a literal */
         int rc = b.failed ? kipp_fail(c->err, KIPP_E_MEMORY, "out of memory")
                           : kipp_gram_add_literal(c->g, node, b.data, b.length, c->err);
         kipp_json_buf_free(&b);

@@ -776,3 +776,39 @@ void kipp_json_buf_free(json_buf *b) {
     b->length = b->capacity = 0;
     b->failed = false;
 }
+
+/* Compact JSON text of v (no whitespace; keys in document order). Numbers:
+ * integers as integers, everything else (and -0) as %.17g, which round-trips
+ * any double. */
+void kipp_json_serialize(json_buf *b, const json_value *v) {
+    switch (v->type) {
+    case JSON_NULL: kipp_json_buf_append(b, "null", 4); break;
+    case JSON_TRUE: kipp_json_buf_append(b, "true", 4); break;
+    case JSON_FALSE: kipp_json_buf_append(b, "false", 5); break;
+    case JSON_NUMBER:
+        if (v->as.number.is_integer && v->as.number.fits_int64 && v->as.number.integer != 0)
+            kipp_json_buf_appendf(b, "%lld", (long long)v->as.number.integer);
+        else
+            kipp_json_buf_appendf(b, "%.17g", v->as.number.value); /* round-trips any double */
+        break;
+    case JSON_STRING: kipp_json_buf_append_string(b, v->as.string.chars, v->as.string.length); break;
+    case JSON_ARRAY:
+        kipp_json_buf_append(b, "[", 1);
+        for (size_t i = 0; i < v->as.array.count; i++) {
+            if (i) kipp_json_buf_append(b, ",", 1);
+            kipp_json_serialize(b, v->as.array.items[i]);
+        }
+        kipp_json_buf_append(b, "]", 1);
+        break;
+    case JSON_OBJECT:
+        kipp_json_buf_append(b, "{", 1);
+        for (size_t i = 0; i < v->as.object.count; i++) {
+            if (i) kipp_json_buf_append(b, ",", 1);
+            kipp_json_buf_append_string(b, v->as.object.keys[i], v->as.object.key_lengths[i]);
+            kipp_json_buf_append(b, ":", 1);
+            kipp_json_serialize(b, v->as.object.values[i]);
+        }
+        kipp_json_buf_append(b, "}", 1);
+        break;
+    }
+}

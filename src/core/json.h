@@ -85,6 +85,9 @@ void kipp_json_buf_append(json_buf *b, const char *s, size_t n);
 void kipp_json_buf_appendf(json_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void kipp_json_buf_append_string(json_buf *b, const char *s, size_t n);
+/* Compact JSON text of v appended to b (no whitespace, keys in document
+ * order; numbers round-trip). */
+void kipp_json_serialize(json_buf *b, const json_value *v);
 void kipp_json_buf_free(json_buf *b);
 
 #endif

@@ -12,38 +12,6 @@
 
 #include "core/json.h"
 
-static void serialize(json_buf *b, const json_value *v) {
-    switch (v->type) {
-    case JSON_NULL: kipp_json_buf_append(b, "null", 4); break;
-    case JSON_TRUE: kipp_json_buf_append(b, "true", 4); break;
-    case JSON_FALSE: kipp_json_buf_append(b, "false", 5); break;
-    case JSON_NUMBER:
-        if (v->as.number.is_integer && v->as.number.fits_int64 && v->as.number.integer != 0)
-            kipp_json_buf_appendf(b, "%lld", (long long)v->as.number.integer);
-        else
-            kipp_json_buf_appendf(b, "%.17g", v->as.number.value); /* round-trips any double */
-        break;
-    case JSON_STRING: kipp_json_buf_append_string(b, v->as.string.chars, v->as.string.length); break;
-    case JSON_ARRAY:
-        kipp_json_buf_append(b, "[", 1);
-        for (size_t i = 0; i < v->as.array.count; i++) {
-            if (i) kipp_json_buf_append(b, ",", 1);
-            serialize(b, v->as.array.items[i]);
-        }
-        kipp_json_buf_append(b, "]", 1);
-        break;
-    case JSON_OBJECT:
-        kipp_json_buf_append(b, "{", 1);
-        for (size_t i = 0; i < v->as.object.count; i++) {
-            if (i) kipp_json_buf_append(b, ",", 1);
-            kipp_json_buf_append_string(b, v->as.object.keys[i], v->as.object.key_lengths[i]);
-            kipp_json_buf_append(b, ":", 1);
-            serialize(b, v->as.object.values[i]);
-        }
-        kipp_json_buf_append(b, "}", 1);
-        break;
-    }
-}
 
 static int same(const json_value *a, const json_value *b) {
     if (a->type != b->type) return 0;
@@ -84,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     json_buf b = { 0 };
-    serialize(&b, kipp_json_root(doc));
+    kipp_json_serialize(&b, kipp_json_root(doc));
     if (b.failed) abort();
     json_doc *again = NULL;
     kipp_error err2 = { 0 };
