@@ -14,17 +14,7 @@ command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exi
 [ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
 
-T=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. tests/scripts/server_scratch.sh
 
 # ---- CLI errors -------------------------------------------------------------
 "$KIPP" serve --help | grep -q "loopback" || bad "serve --help"

@@ -16,17 +16,7 @@ done
 command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
 
-T=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+. tests/scripts/server_scratch.sh
 
 # ---- CLI ------------------------------------------------------------------------
 "$KIPP" generate --help | grep -q -- "--spec-max" || bad "generate --help lacks --spec-max"
