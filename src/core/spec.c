@@ -27,7 +27,9 @@
  * Drafters:
  *   lookup    the longest suffix (4 down to 2 tokens) of context + pending
  *             that occurred before; its most recent occurrence's continuation
- *             is the draft. Costs nothing when there is no match.
+ *             is the draft, copied with overlap (past the sequence's end it
+ *             repeats the draft's own tokens), so a cycle drafts K tokens.
+ *             Costs nothing when there is no match.
  *   draft     a second model with the same tokenizer keeps its own session,
  *             a prefix of context + pending + drafts: after verify it is
  *             truncated to what the target kept, and it catches up (one eval
@@ -278,8 +280,13 @@ static uint32_t draft_lookup(const kipp_spec *sp, int32_t pending, uint32_t k, i
             size_t t = 0;
             while (t < n && seq_at(sp, pending, j + t) == seq_at(sp, pending, n_seq - n + t)) t++;
             if (t < n) continue;
+            /* Copy the continuation, LZ77-style: where it runs past the end
+             * of the sequence it continues into the draft itself, so a
+             * repeating cycle (whose most recent earlier occurrence ends
+             * just before the suffix) still drafts k tokens, not one. */
             uint32_t m = 0;
-            for (size_t c = j + n; c < n_seq && m < k; c++) out[m++] = seq_at(sp, pending, c);
+            for (size_t c = j + n; m < k; c++)
+                out[m++] = c < n_seq ? seq_at(sp, pending, c) : out[c - n_seq];
             return m;
         }
     }

@@ -300,6 +300,45 @@ static void expect_refused(kipp_model *target, const char *path, const char *wha
     kipp_model_close(d);
 }
 
+/* The lookup drafter on contexts with a known answer: a cycle drafts K
+ * tokens continuing it (the copy runs past the context's end into the
+ * draft itself), a period-3 cycle keeps its phase, and no match drafts
+ * nothing. */
+static void lookup_drafts(kipp_model *m, const int32_t *ctx, size_t n, int32_t pending,
+                          uint32_t max, int32_t *toks, uint32_t *got) {
+    kipp_spec *sp = NULL;
+    kipp_error err = {0};
+    kipp_sampling s = kipp_sampling_default();
+    kipp_spec_options o = {KIPP_SPEC_LOOKUP, 8, false, NULL, 0, 0};
+    *got = 0;
+    CHECK(kipp_spec_create(m, &o, &s, &sp, &err) == KIPP_OK);
+    if (!sp) return;
+    CHECK(kipp_spec_set_context(sp, ctx, n, &err) == KIPP_OK);
+    CHECK(kipp_spec_draft(sp, pending, max, toks, got, &err) == KIPP_OK);
+    kipp_spec_destroy(sp);
+}
+
+static void lookup_suite(void) {
+    kipp_model *m = open_model("synthetic-tiny", KIPP_BACKEND_CPU);
+    CHECK(m);
+    if (!m) return;
+    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t n = 0;
+    const int32_t flat[] = {11, 12, 13, 7, 7, 7};
+    lookup_drafts(m, flat, 6, 7, 8, toks, &n);
+    CHECKF(n == 9, "period-1 cycle: %u tokens (want pending + 8 drafts)", n);
+    for (uint32_t i = 0; i < n; i++) CHECK(toks[i] == 7);
+    const int32_t tri[] = {40, 41, 1, 2, 3, 1, 2, 3, 1};
+    lookup_drafts(m, tri, 9, 2, 7, toks, &n);
+    CHECKF(n == 8, "period-3 cycle: %u tokens (want pending + 7 drafts)", n);
+    const int32_t want[] = {2, 3, 1, 2, 3, 1, 2, 3};
+    for (uint32_t i = 0; i < n && i < 8; i++) CHECKF(toks[i] == want[i], "period-3 token %u: %d", i, toks[i]);
+    const int32_t none[] = {1, 2, 3, 4, 5, 6};
+    lookup_drafts(m, none, 6, 9, 8, toks, &n);
+    CHECKF(n == 1 && toks[0] == 9, "no match: %u tokens", n);
+    kipp_model_close(m);
+}
+
 static void tokenizer_suite(void) {
     char path[512], out[512];
     snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
@@ -374,6 +413,7 @@ int main(void) {
         return 77;
     }
     fclose(f);
+    lookup_suite();
     tokenizer_suite();
     gate_suite();
     greedy_suite();
