@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/chat.h"
+
 #define SYNTHETIC_NOTE                                                                           \
     "synthetic checkpoint: the weights are random, so the generated text is meaningless"
 #define MAX_LOGIT_BIAS 1024
@@ -314,6 +316,30 @@ static int parse_messages(kipp_model *m, const json_value *root, const api_featu
         rc = bad(e, 400, kerr.code == KIPP_E_UNSUPPORTED && strstr(kerr.message, "checkpoint")
                  ? "model" : "messages", "%s", kerr.message);
     }
+    /* Where the reasoning will be. The hybrid template leaves the think
+     * block to the model; Qwen3-*-Thinking-2507's prompt opens it, so the
+     * output is reasoning until "</think>". A grammar (tool_choice required
+     * or named, response_format) constrains the output from its first byte,
+     * which then cannot be reasoning: the open block is closed empty in the
+     * prompt, as the hybrid template's enable_thinking=false writes it, and
+     * the constrained output is the answer. instruct-2507 never reasons. */
+    r->reasoning = CHAT_REASONING_NONE;
+    kipp_variant variant = kipp_model_checkpoint(m)->variant;
+    if (!rc && variant == KIPP_VARIANT_INSTRUCT) r->reasoning = CHAT_REASONING_LEADING;
+    if (!rc && variant == KIPP_VARIANT_THINKING_2507 && kipp_chat_prompt_in_think(text, len)) {
+        if (!f->grammar) {
+            r->reasoning = CHAT_REASONING_OPEN;
+        } else {
+            static const char CLOSE[] = "\n</think>\n\n";
+            char *t = realloc(text, len + sizeof CLOSE);
+            if (!t) rc = bad(e, 500, "messages", "out of memory");
+            else {
+                memcpy(t + len, CLOSE, sizeof CLOSE);
+                text = t;
+                len += sizeof CLOSE - 1;
+            }
+        }
+    }
     if (!rc) rc = tokenize(m, text, len, r, e, "messages");
     free(text);
     for (size_t i = 0; i < n; i++) free((void *)cm[i].tool_calls);
@@ -530,8 +556,6 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
     r->grammar = feat.grammar; /* the request owns it now */
     feat.grammar = NULL;
     r->parse_calls = feat.parse_calls;
-    r->parse_reasoning = kind == API_CHAT &&
-                         kipp_model_checkpoint(m)->variant == KIPP_VARIANT_INSTRUCT;
     api_features_free(&feat);
     if (r->n_prompt == 0) {
         bad(e, 400, kind == API_CHAT ? "messages" : "prompt",
@@ -583,9 +607,9 @@ void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_mode
 }
 
 void api_response_ctx_configure(api_response_ctx *ctx, const api_request *r) {
-    if (ctx->kind != API_CHAT || !(r->parse_calls || r->parse_reasoning)) return;
+    if (ctx->kind != API_CHAT || !(r->parse_calls || r->reasoning != CHAT_REASONING_NONE)) return;
     for (uint32_t i = 0; i < r->n && i < SCHED_MAX_CHOICES; i++)
-        ctx->split[i] = chat_output_create(r->parse_reasoning, r->parse_calls);
+        ctx->split[i] = chat_output_create(r->reasoning, r->parse_calls);
     /* a failed allocation leaves that choice unsplit: plain content */
 }
 
@@ -661,7 +685,9 @@ void api_format_model(json_buf *b, const kipp_model *m, long long created) {
                      "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
                      "\"chat\":%s,\"synthetic\":%s",
                      created, kipp_variant_name(ck->variant), ck->context,
-                     kipp_model_quant_scheme(m), ck->variant == KIPP_VARIANT_INSTRUCT ? "true" : "false",
+                     kipp_model_quant_scheme(m),
+                     ck->variant == KIPP_VARIANT_INSTRUCT || ck->variant == KIPP_VARIANT_THINKING_2507
+                         ? "true" : "false",
                      ck->synthetic ? "true" : "false");
     if (ck->synthetic) kipp_json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
     kipp_json_buf_appendf(b, "}");

@@ -32,8 +32,19 @@ typedef struct chat_delta {
 
 typedef struct chat_output chat_output;
 
-/* reasoning: look for a leading think block; tools: parse tool calls. */
-chat_output *chat_output_create(bool reasoning, bool tools);
+/* Where reasoning can be: nowhere (instruct-2507, base, completions); a
+ * leading "<think>...</think>" block the model opens itself (the hybrid
+ * Qwen3 template); or from the first byte up to "</think>", when the
+ * rendered prompt already opened the block (Qwen3-*-Thinking-2507's
+ * template ends with "<think>\n", so the output holds only the close). */
+typedef enum chat_reasoning {
+    CHAT_REASONING_NONE,
+    CHAT_REASONING_LEADING,
+    CHAT_REASONING_OPEN,
+} chat_reasoning;
+
+/* tools: parse tool calls (outside the reasoning). */
+chat_output *chat_output_create(chat_reasoning reasoning, bool tools);
 void chat_output_destroy(chat_output *o);
 void chat_output_push(chat_output *o, const char *text, size_t n, chat_delta *d);
 /* End of generation: everything held back is released. */
