@@ -15,8 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/chat.h"
-
 #define SYNTHETIC_NOTE                                                                           \
     "synthetic checkpoint: the weights are random, so the generated text is meaningless"
 #define MAX_LOGIT_BIAS 1024
@@ -316,28 +314,20 @@ static int parse_messages(kipp_model *m, const json_value *root, const api_featu
         rc = bad(e, 400, kerr.code == KIPP_E_UNSUPPORTED && strstr(kerr.message, "checkpoint")
                  ? "model" : "messages", "%s", kerr.message);
     }
-    /* Where the reasoning will be. The hybrid template leaves the think
-     * block to the model; Qwen3-*-Thinking-2507's prompt opens it, so the
-     * output is reasoning until "</think>". A grammar (tool_choice required
-     * or named, response_format) constrains the output from its first byte,
-     * which then cannot be reasoning: the open block is closed empty in the
-     * prompt, as the hybrid template's enable_thinking=false writes it, and
-     * the constrained output is the answer. instruct-2507 never reasons. */
-    r->reasoning = CHAT_REASONING_NONE;
-    kipp_variant variant = kipp_model_checkpoint(m)->variant;
-    if (!rc && variant == KIPP_VARIANT_INSTRUCT) r->reasoning = CHAT_REASONING_LEADING;
-    if (!rc && variant == KIPP_VARIANT_THINKING_2507 && kipp_chat_prompt_in_think(text, len)) {
-        if (!f->grammar) {
-            r->reasoning = CHAT_REASONING_OPEN;
-        } else {
-            static const char CLOSE[] = "\n</think>\n\n";
-            char *t = realloc(text, len + sizeof CLOSE);
-            if (!t) rc = bad(e, 500, "messages", "out of memory");
-            else {
-                memcpy(t + len, CLOSE, sizeof CLOSE);
-                text = t;
-                len += sizeof CLOSE - 1;
-            }
+    /* Where the reasoning will be (chat_reasoning_for): for thinking-2507
+     * the output is reasoning until "</think>", unless a grammar constrains
+     * it; then the open block is closed empty in the prompt first. */
+    bool close_think = false;
+    if (!rc)
+        r->reasoning = chat_reasoning_for(kipp_model_checkpoint(m)->variant, text, len,
+                                          f->grammar != NULL, &close_think);
+    if (!rc && close_think) {
+        char *t = realloc(text, len + sizeof CHAT_CLOSE_THINK);
+        if (!t) rc = bad(e, 500, "messages", "out of memory");
+        else {
+            memcpy(t + len, CHAT_CLOSE_THINK, sizeof CHAT_CLOSE_THINK);
+            text = t;
+            len += sizeof CHAT_CLOSE_THINK - 1;
         }
     }
     if (!rc) rc = tokenize(m, text, len, r, e, "messages");

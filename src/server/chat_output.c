@@ -31,6 +31,17 @@ struct chat_output {
     size_t n_calls, cap_calls;
 };
 
+chat_reasoning chat_reasoning_for(kipp_variant variant, const char *prompt, size_t n,
+                                  bool constrained, bool *close_think) {
+    *close_think = false;
+    if (variant == KIPP_VARIANT_INSTRUCT) return CHAT_REASONING_LEADING;
+    if (variant != KIPP_VARIANT_THINKING_2507 || !kipp_chat_prompt_in_think(prompt, n))
+        return CHAT_REASONING_NONE;
+    if (!constrained) return CHAT_REASONING_OPEN;
+    *close_think = true;
+    return CHAT_REASONING_NONE;
+}
+
 chat_output *chat_output_create(chat_reasoning reasoning, bool tools) {
     chat_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;

@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "core/json.h"
+#include "kipp.h"
 
 typedef struct chat_tool_call {
     char *name;      /* NUL-terminated */
@@ -42,6 +43,18 @@ typedef enum chat_reasoning {
     CHAT_REASONING_LEADING,
     CHAT_REASONING_OPEN,
 } chat_reasoning;
+
+/* Where a chat answer's reasoning is, from the checkpoint's variant and the
+ * rendered prompt: the hybrid template (instruct) leaves the think block to
+ * the model; Qwen3-*-Thinking-2507's prompt opens it; instruct-2507 (and
+ * base) never reason. `constrained`: a grammar constrains the output from
+ * its first byte, which then cannot be reasoning; if the prompt opened a
+ * think block, *close_think is set and the caller appends CHAT_CLOSE_THINK
+ * to the prompt (the empty block the hybrid template writes for
+ * enable_thinking=false), and the answer has no reasoning. */
+#define CHAT_CLOSE_THINK "\n</think>\n\n"
+chat_reasoning chat_reasoning_for(kipp_variant variant, const char *prompt, size_t n,
+                                  bool constrained, bool *close_think);
 
 /* tools: parse tool calls (outside the reasoning). */
 chat_output *chat_output_create(chat_reasoning reasoning, bool tools);

@@ -104,6 +104,44 @@ static const tcase CASES[] = {
     {"a</think>b", false, true, "", "a</think>b", ""},
 };
 
+/* The server's choice of splitting, per variant and rendered prompt. */
+static void test_reasoning_for(void) {
+    static const char HYBRID[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n";
+    static const char NOTHINK[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n"
+                                  "<think>\n\n</think>\n\n";
+    static const char T2507[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n";
+    static const struct {
+        kipp_variant v;
+        const char *prompt;
+        bool constrained;
+        chat_reasoning want;
+        bool close;
+    } C[] = {
+        {KIPP_VARIANT_INSTRUCT, HYBRID, false, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_INSTRUCT, NOTHINK, false, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_INSTRUCT, HYBRID, true, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_THINKING_2507, T2507, false, CHAT_REASONING_OPEN, false},
+        {KIPP_VARIANT_THINKING_2507, T2507, true, CHAT_REASONING_NONE, true},
+        {KIPP_VARIANT_THINKING_2507, NOTHINK, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_INSTRUCT_2507, T2507, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_INSTRUCT_2507, HYBRID, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_BASE, T2507, false, CHAT_REASONING_NONE, false},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof *C; i++) {
+        bool close = !C[i].close;
+        chat_reasoning got = chat_reasoning_for(C[i].v, C[i].prompt, strlen(C[i].prompt),
+                                                C[i].constrained, &close);
+        CHECKF(got == C[i].want && close == C[i].close, "reasoning_for case %zu: %d %d", i,
+               (int)got, (int)close);
+    }
+    /* closing the 2507 prompt gives a prompt no longer inside a think block */
+    char closed[sizeof T2507 + sizeof CHAT_CLOSE_THINK];
+    snprintf(closed, sizeof closed, "%s%s", T2507, CHAT_CLOSE_THINK);
+    bool close = true;
+    CHECK(chat_reasoning_for(KIPP_VARIANT_THINKING_2507, closed, strlen(closed), false, &close) ==
+              CHAT_REASONING_NONE && !close);
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         const tcase *c = &CASES[i];
@@ -137,5 +175,6 @@ int main(void) {
         free_result(&r);
         free_result(&whole);
     }
+    test_reasoning_for();
     return test_finish("test_chat_output");
 }
