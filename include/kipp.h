@@ -447,10 +447,14 @@ typedef struct kipp_chat_message {
 } kipp_chat_message;
 
 /* Renders messages as the checkpoint's ChatML prompt, byte-identical to its
- * Jinja chat template (Qwen3 hybrid-thinking template).
- * add_generation_prompt appends the assistant header; enable_thinking=false
- * then also appends the empty think block. Base entries and variants
- * without a native renderer give KIPP_E_UNSUPPORTED. *text is malloc'd and
+ * Jinja chat template (instruct entries: the Qwen3 hybrid-thinking
+ * template; thinking-2507: Qwen3-*-Thinking-2507's).
+ * add_generation_prompt appends the assistant header; for the hybrid
+ * template enable_thinking=false then also appends the empty think block;
+ * thinking-2507 always opens a think block ("<|im_start|>assistant\n<think>\n")
+ * and ignores enable_thinking, as its template does. Base entries and
+ * variants without a native renderer (instruct-2507) give
+ * KIPP_E_UNSUPPORTED. *text is malloc'd and
  * NUL-terminated; free() it. */
 KIPP_API int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
                               size_t n_messages, bool add_generation_prompt, bool enable_thinking,
