@@ -1,6 +1,6 @@
 # Sourced by the server test scripts (not a test: no test_ prefix): a scratch
-# directory $T, the server pids in $PIDS killed and reaped on exit, and
-# bad() to record a failed check in $fail.
+# directory $T, the server pids in $PIDS killed and reaped on exit, bad() to
+# record a failed check in $fail, and servers started on free loopback ports.
 T=$(mktemp -d)
 PIDS=""
 cleanup() {
@@ -12,3 +12,38 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
+
+# Bounded waits for a server's stderr: START_TIMEOUT seconds (default 60, as
+# sanitizer builds load slowly; a normal build takes well under a second).
+# wait_log NAME PATTERN: until $T/NAME.log has a line matching PATTERN;
+# fails the test (exit 1) with the log if PID_NAME exits or time runs out.
+wait_log() {
+    eval "_pid=\$PID_$1"
+    _i=0
+    while ! grep -qs "$2" "$T/$1.log"; do
+        _i=$((_i + 1))
+        if [ $_i -gt $((${START_TIMEOUT:-60} * 10)) ] || ! kill -0 "$_pid" 2>/dev/null; then
+            echo "FAIL: server $1 never logged '$2':"; cat "$T/$1.log"; exit 1
+        fi
+        sleep 0.1
+    done
+}
+
+# launch_server NAME ARGS...: `$KIPP serve --port 0 ARGS` in the background,
+# stderr in $T/NAME.log; returns once it listens (the model may still be
+# loading), with PORT_NAME and PID_NAME set.
+launch_server() {
+    _name=$1; shift
+    "$KIPP" serve --port 0 "$@" 2>"$T/$_name.log" &
+    PIDS="$PIDS $!"
+    eval "PID_$_name=$!"
+    wait_log "$_name" "listening on"
+    eval "PORT_$_name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$_name.log")"
+}
+
+# start_server NAME ARGS...: launch_server, then wait until the model is
+# loaded and requests are served ("kipp serve: ready").
+start_server() {
+    launch_server "$@"
+    wait_log "$1" "^kipp serve: ready"
+}

@@ -13,29 +13,11 @@ command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exi
 [ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
 
-T=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+. tests/scripts/server_scratch.sh
 
 start() {
     name=$1; shift
-    "$KIPP" serve -m "$MODEL" --port 0 --threads 1 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    eval "PORT_$name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")"
+    start_server "$name" -m "$MODEL" --threads 1 "$@"
 }
 start r1
 start r2

@@ -25,19 +25,9 @@ command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exi
 # start NAME MODEL [ARGS]: starts a server on a free port; sets PORT_<NAME>.
 start() {
     name=$1 model=$2; shift 2
-    "$KIPP" serve -m "$model" --port 0 --threads 1 --max-body 65536 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
+    start_server "$name" -m "$model" --threads 1 --max-body 65536 "$@"
+    eval "port=\$PORT_$name"
     curl -sf --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null || { echo "FAIL: $name /healthz"; exit 1; }
-    eval "PORT_$name=$port"
 }
 start base "$BASE" --max-sessions 4 --kv-budget 8192
 start instruct "$INSTRUCT"

@@ -19,18 +19,7 @@ command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exi
 
 start() {
     name=$1 model=$2; shift 2
-    "$KIPP" serve -m "$model" --port 0 --threads 2 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
-    eval "PORT_$name=$port"
+    start_server "$name" -m "$model" --threads 2 "$@"
 }
 start dflt "$INSTRUCT"
 # synthetic-tiny: 2 layers * 4096 B * 32 = 256 KiB a block; 2 MiB = 8 blocks.

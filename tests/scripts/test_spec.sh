@@ -61,17 +61,7 @@ cmp -s "$T/chat.out" "$T/chat.ref" || bad "chat at the capacity limit differs wi
 # ---- server -----------------------------------------------------------------------
 start() {
     name=$1; shift
-    "$KIPP" serve -m "$BASE" --port 0 --threads 2 --max-sessions 4 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    eval "PORT_$name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")"
+    start_server "$name" -m "$BASE" --threads 2 --max-sessions 4 "$@"
 }
 start lookup --spec lookup
 start draft --draft-model "$DRAFT"
