@@ -827,6 +827,7 @@ static void conn_close(conn *c) {
     close(c->fd);
     free(c->in);
     kipp_json_buf_free(&c->out);
+    api_response_ctx_free(&c->ctx); /* a job cut short never reached end_job */
     free_job_buffers(c);
     server *s = c->srv;
     memset(c, 0, sizeof *c);

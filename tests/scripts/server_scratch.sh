@@ -3,6 +3,7 @@
 # record a failed check in $fail, and servers started on free loopback ports.
 T=$(mktemp -d)
 PIDS=""
+SERVERS=""
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
     for p in $PIDS; do wait "$p" 2>/dev/null; done
@@ -36,6 +37,7 @@ launch_server() {
     _name=$1; shift
     "$KIPP" serve --port 0 "$@" 2>"$T/$_name.log" &
     PIDS="$PIDS $!"
+    SERVERS="$SERVERS $_name"
     eval "PID_$_name=$!"
     wait_log "$_name" "listening on"
     eval "PORT_$_name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$_name.log")"
@@ -46,4 +48,23 @@ launch_server() {
 start_server() {
     launch_server "$@"
     wait_log "$1" "^kipp serve: ready"
+}
+
+# stop_servers: SIGTERM every server still running and check that each one
+# exits 0 within 30 s. A sanitizer build exits non-zero when it finds a leak
+# at exit (LeakSanitizer: 23), so this is where a server's leaks fail a
+# test; its log's tail says why.
+stop_servers() {
+    for _n in $SERVERS; do
+        eval "_pid=\$PID_$_n"
+        kill -0 "$_pid" 2>/dev/null || continue
+        kill -TERM "$_pid"
+        _i=0
+        while kill -0 "$_pid" 2>/dev/null && [ $_i -lt 300 ]; do sleep 0.1; _i=$((_i + 1)); done
+        if kill -0 "$_pid" 2>/dev/null; then
+            bad "server $_n still running 30 s after SIGTERM"; kill -9 "$_pid"
+        fi
+        wait "$_pid"; _rc=$?
+        [ $_rc -eq 0 ] || { bad "server $_n: exit status $_rc after SIGTERM"; tail -n 40 "$T/$_n.log"; }
+    done
 }

@@ -18,4 +18,5 @@ start_server serve -m "$INSTRUCT" --threads 1
 export INSTRUCT_URL="http://127.0.0.1:$PORT_serve" KIPP MODEL="$INSTRUCT"
 timeout 600 node tests/node/tools_reasoning.mjs || { echo "FAIL: tools_reasoning.mjs"; fail=1; }
 timeout 900 node tests/node/structured_output.mjs || { echo "FAIL: structured_output.mjs"; fail=1; }
+stop_servers
 exit $fail

@@ -63,3 +63,5 @@ until curl -sf --max-time 2 "http://127.0.0.1:$LB_PORT/health" >/dev/null; do
 done
 LB_URL="http://127.0.0.1:$LB_PORT" R1_URL="http://127.0.0.1:$PORT_r1" R2_URL="http://127.0.0.1:$PORT_r2" \
 SINGLE_URL="http://127.0.0.1:$PORT_single" timeout 600 node tests/node/replicas.mjs || exit 1
+stop_servers
+exit $fail

@@ -42,6 +42,7 @@ for name in drain cut; do
     [ $rc -eq 0 ] || { echo "FAIL: server $name exit status $rc after SIGTERM"; fail=1; }
     grep -q "draining" "$T/$name.log" && grep -q "stopped" "$T/$name.log" || { echo "FAIL: $name did not drain and stop"; fail=1; }
 done
+stop_servers # main
 if [ $fail -ne 0 ]; then
     for name in main drain cut; do echo "--- $name server log"; tail -n 20 "$T/$name.log"; done
 fi

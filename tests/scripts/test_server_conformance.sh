@@ -18,5 +18,6 @@ grep -q "max sessions 32," "$T/srv.log" || bad "--max-sessions does not default 
 
 URL="http://127.0.0.1:$PORT_srv" timeout "${NODE_TIMEOUT:-120}" node tests/node/server_conformance.mjs || fail=1
 kill -0 "$PID_srv" 2>/dev/null || bad "the server died"
+stop_servers
 [ $fail -eq 0 ] || { echo "--- server log"; cat "$T/srv.log"; }
 exit $fail

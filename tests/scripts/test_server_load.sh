@@ -95,5 +95,6 @@ exits_within broken 30
 [ "$rc" = 1 ] || bad "failed load: exit status $rc (want 1)"
 grep -q "cannot open draft model" "$T/broken.log" || bad "failed load: no reason: $(cat "$T/broken.log")"
 
+stop_servers
 [ $fail -eq 0 ] || for n in loading quick broken; do echo "--- $n"; cat "$T/$n.log"; done
 exit $fail

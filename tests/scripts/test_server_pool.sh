@@ -50,5 +50,6 @@ grep -q '^kipp_time_to_first_token_seconds_bucket{le="+Inf"}' "$T/metrics.txt" |
 grep -q '^kipp_time_per_output_token_seconds_bucket{le="+Inf"}' "$T/metrics.txt" || bad "no TPOT histogram"
 
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
+stop_servers
 [ $fail -eq 0 ] || { echo "--- default server log"; tail -20 "$T/dflt.log"; echo "--- small server log"; tail -20 "$T/small.log"; }
 exit $fail

@@ -110,5 +110,6 @@ PY
     [ "${items:-0}" -gt "${calls:-0}" ] || bad "server $name: requests were never batched"
 done
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
+stop_servers
 [ $fail -eq 0 ] || { cat "$T/lookup.log" "$T/draft.log"; }
 exit $fail
