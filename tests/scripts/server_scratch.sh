@@ -14,6 +14,27 @@ trap 'exit 1' INT TERM
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
+# Whole-test skips (exit 77 with a one-line SKIP(missing) reason, as
+# tests/run.sh counts them; the scratch directory is removed on the way):
+# need_fixture FILE...   files `make fixtures` makes
+# need_tool CMD [HINT]   a command on PATH, or an executable path (HINT: its package)
+# need_node_module NAME  an npm package (node_modules from npm ci, or NODE_PATH)
+need_fixture() {
+    for _f in "$@"; do
+        [ -f "$_f" ] || { echo "SKIP(missing): fixture $_f missing (run make fixtures)"; exit 77; }
+    done
+}
+need_tool() {
+    case $1 in
+        */*) [ -x "$1" ] ;;
+        *) command -v "$1" >/dev/null ;;
+    esac || { echo "SKIP(missing): $1 is not installed${2:+ ($2)}"; exit 77; }
+}
+need_node_module() {
+    [ -d "node_modules/$1" ] || node -e 'require(process.argv[1])' "$1" 2>/dev/null ||
+        { echo "SKIP(missing): node_modules/$1 missing (npm ci)"; exit 77; }
+}
+
 # Bounded waits for a server's stderr: START_TIMEOUT seconds (default 60, as
 # sanitizer builds load slowly; a normal build takes well under a second).
 # wait_log NAME PATTERN: until $T/NAME.log has a line matching PATTERN;

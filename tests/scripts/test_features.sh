@@ -7,12 +7,11 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$INSTRUCT" ] || { echo "SKIP(missing): fixture $INSTRUCT missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-node -e 'require("ajv")' 2>/dev/null || { echo "SKIP(missing): ajv missing (npm ci, or NODE_PATH)"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$INSTRUCT"
+need_tool node
+need_node_module openai
+need_node_module ajv
 
 start_server serve -m "$INSTRUCT" --threads 1
 export INSTRUCT_URL="http://127.0.0.1:$PORT_serve" KIPP MODEL="$INSTRUCT"

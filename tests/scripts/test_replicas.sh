@@ -6,14 +6,13 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$NGINX" ] || { echo "SKIP(missing): nginx is not installed (Debian package nginx)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+need_tool "$NGINX" "Debian package nginx"
+need_tool node
+need_node_module openai
+need_tool python3
 
 start() {
     name=$1; shift

@@ -7,14 +7,11 @@ BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-for f in "$BASE" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
-done
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$BASE" "$INSTRUCT"
+need_tool node
+need_node_module openai
+need_tool curl
 
 # ---- CLI errors -------------------------------------------------------------
 "$KIPP" serve --help | grep -q "loopback" || bad "serve --help"

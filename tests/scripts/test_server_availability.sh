@@ -8,11 +8,10 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
+need_tool node
+need_node_module openai
 
 # start NAME ARGS...: sets PORT_<NAME> and PID_<NAME>.
 start() {

@@ -7,11 +7,10 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
+need_tool node
+need_node_module openai
 
 start_server srv -m "$MODEL" --threads 1 --ctx 512
 grep -q "max sessions 32," "$T/srv.log" || bad "--max-sessions does not default to 32: $(grep 'max sessions' "$T/srv.log")"

@@ -10,10 +10,9 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
+need_tool curl
 
 # req PORT PATH [CURL ARGS]: prints the status; body in $T/body, head in $T/head.
 req() {

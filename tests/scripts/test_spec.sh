@@ -10,13 +10,10 @@ KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 DRAFT=$BUILD/models/synthetic-tiny.scale4_gs32.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-for f in "$BASE" "$DRAFT" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
-done
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$BASE" "$DRAFT" "$INSTRUCT"
+need_tool curl
+need_tool python3
 
 # ---- CLI ------------------------------------------------------------------------
 "$KIPP" generate --help | grep -q -- "--spec-max" || bad "generate --help lacks --spec-max"
