@@ -164,7 +164,8 @@ async function serverCase(specArgs, concurrency) {
                     { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const port = await new Promise((resolve, reject) => {
-    srv.stderr.on("data", (d) => { log += d; const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); if (m) resolve(m[1]); });
+    // The port opens before the model is loaded: wait for "ready" too.
+    srv.stderr.on("data", (d) => { log += d; const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); if (m && /^kipp serve: ready/m.test(log)) resolve(m[1]); });
     srv.on("exit", () => reject(new Error(`server exited: ${log}`)));
   });
   const id = (await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()).data[0].id;
