@@ -240,16 +240,44 @@ static inline void att_store(const float *od, float run_sum, float *out) {
  * then _mm512_reduce_add_ps. Tiles of up to 4 weight rows x 4 activation
  * rows share decoded blocks and reordered chunks; every output runs the
  * same sequence whatever its tile. */
-/* Block b of a row as 2 x 16 FP32 small integers, d and m broadcast. */
-static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
-                                                          __m512 q[2], __m512 *d, __m512 *mn) {
-    __m128i lo, hi;
-    float ds, ms = 0.0f;
-    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
-    *d = _mm512_set1_ps(ds);
-    if (t == QT_Q4_1) *mn = _mm512_set1_ps(ms);
-    q[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-    q[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+/* Block b of a row as its 32 FP32 weights w[0] (values 0..15), w[1]
+ * (16..31): the values the oracle decodes, d * q (Q4_1: FMA(d, q, m)).
+ * Q8_0 converts its int8 q. Q4_0 / Q4_1 look the weights up instead: the
+ * 16 possible weights of the block (d * (i - 8), or FMA(d, i, m), i =
+ * 0..15: the same IEEE operations on the same operands, so bitwise the
+ * same values) fill one register, and _mm512_permutexvar_ps picks each
+ * lane's weight by the low 4 bits of its index -- the zero-extended byte
+ * gives the low nibble as is, the byte shifted right by 4 the high one.
+ * That is 5 vector ops per block instead of 12, which decode (bound by
+ * this work on Q4 rows, not by memory) feels directly. */
+static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
+                                                           __m512 w[2]) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(blk->d));
+        __m128i lo = _mm_loadu_si128((const __m128i *)blk->qs);
+        __m128i hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
+        w[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)));
+        w[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)));
+        return;
+    }
+    const uint8_t *qs;
+    __m512 table;
+    if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        const __m512 q = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+        table = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(blk->d)), q);
+        qs = blk->qs;
+    } else {
+        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+        const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        table = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(blk->d)), q,
+                                _mm512_set1_ps(_cvtsh_ss(blk->m)));
+        qs = blk->qs;
+    }
+    __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    w[0] = _mm512_permutexvar_ps(idx, table);
+    w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
 }
 
 /* Activation chunk b of a packed row as FP32: x[0] = values 0..15, x[1] = 16..31.
@@ -264,7 +292,7 @@ static inline __attribute__((always_inline)) void act_f32(const char *xrow, uint
 }
 
 /* R weight rows x C activation rows (compile-time constants at every call
- * site). Per block, each weight row is decoded and scaled once (w = d * q,
+ * site). Per block, each weight row is decoded once (qweights: w = d * q,
  * Q4_1: d * q + m, the values the oracle decodes) and each activation chunk
  * reordered once; then every (row, activation) pair is two FMAs, as in the
  * BF16 tile. PF: prefetch R rows ahead, as the BF16 tile. */
@@ -282,18 +310,10 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
         __m512 wv[8][2];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m512 q[2], d, mn = _mm512_setzero_ps();
             if (PF)
                 _mm_prefetch((const char *)(w + (size_t)(n + r + R) * row_bytes + b * qblock_bytes(t)),
                              _MM_HINT_T0);
-            qdecode(t, w + (size_t)(n + r) * row_bytes, b, q, &d, &mn);
-            if (t == QT_Q4_1) {
-                wv[r][0] = _mm512_fmadd_ps(d, q[0], mn);
-                wv[r][1] = _mm512_fmadd_ps(d, q[1], mn);
-            } else {
-                wv[r][0] = _mm512_mul_ps(d, q[0]);
-                wv[r][1] = _mm512_mul_ps(d, q[1]);
-            }
+            qweights(t, w + (size_t)(n + r) * row_bytes, b, wv[r]);
         }
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
