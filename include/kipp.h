@@ -122,8 +122,11 @@ typedef enum kipp_backend_kind {
 } kipp_backend_kind;
 
 /* Kernel tier of the cpu backend. AUTO (the default) picks the best tier the
- * processor and OS support: avx512 (with AVX512-BF16), else avx2 (with FMA
- * and F16C), else generic. Asking for a tier this processor cannot run
+ * processor and OS support: avx512bf16 (AVX-512 F/BW/VL/DQ + AVX512_BF16:
+ * vdpbf16ps matmuls on activations rounded to BF16), else avx512 (F/BW/
+ * VL/DQ: FP32 activations, FMA), else avx2 (with FMA and F16C), else
+ * generic. AVX512BF16 comes last in the enum so the older values keep
+ * their numbers. Asking for a tier this processor cannot run
  * fails kipp_model_open with KIPP_E_BACKEND, never falls back silently.
  * Off x86-64 only AUTO and GENERIC exist. */
 typedef enum kipp_cpu_isa {
@@ -131,9 +134,10 @@ typedef enum kipp_cpu_isa {
     KIPP_CPU_ISA_GENERIC, /* portable scalar C: the kernels' reference */
     KIPP_CPU_ISA_AVX2,
     KIPP_CPU_ISA_AVX512,
+    KIPP_CPU_ISA_AVX512BF16,
 } kipp_cpu_isa;
 
-/* "auto", "generic", "avx2", "avx512" (NULL for values out of range). */
+/* "auto", "generic", "avx2", "avx512", "avx512bf16" (NULL for values out of range). */
 KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
 /* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.
  * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */
