@@ -134,8 +134,10 @@ const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [
 const flags = (field("flags") || "").split(/\s+/);
 const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
 const has = (f) => flags.includes(f);
-const autoTier = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq") && has("avx512_bf16")
-  ? "avx512" : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
+// The tier kipp's auto picks (src/cpu/dispatch.c decides by CPUID; this mirrors it).
+const avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
+const autoTier = avx512 && has("avx512_bf16") ? "avx512bf16" : avx512 ? "avx512"
+  : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
 const tier = process.env.KIPP_CPU_ISA || autoTier;
 
 const record = {

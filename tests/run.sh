@@ -37,6 +37,8 @@ best_tier() {
     f=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
     has() { case " $f " in *" $1 "*) return 0 ;; esac; return 1; }
     if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf16 &&
+       has avx2 && has fma && has f16c; then echo avx512bf16
+    elif has avx512f && has avx512bw && has avx512vl && has avx512dq &&
        has avx2 && has fma && has f16c; then echo avx512
     elif has avx2 && has fma && has f16c; then echo avx2
     else echo generic; fi

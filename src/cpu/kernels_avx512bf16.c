@@ -47,6 +47,9 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
+#define MC 6        /* activation rows per matrix-matrix tile (4 x MC accumulators) */
+_Static_assert(MC <= 6, "the remainder switch covers MC - 1 rows");
+
 /* R weight rows x C activation rows (compile-time constants at every call
  * site, so acc[][] lives in registers). Per output: acc = 0; one vdpbf16ps
  * per 32-value chunk in K order; reduce_add -- whatever R, C and the
@@ -56,10 +59,10 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
                                                        const char *x, size_t x_stride,
                                                        int R, int C, int PF, uint32_t n,
                                                        uint32_t m, float *const *y) {
-    __m512 acc[8][4];
+    __m512 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     for (uint32_t i = 0; i < k; i += 32) {
         __m512bh wv[8];
@@ -68,7 +71,7 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
             wv[r] = load_bh(w + (size_t)(n + r) * k + i);
             if (PF) _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
         }
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             __m512bh xv = load_bh((const uint16_t *)(x + (size_t)(m + c) * x_stride) + i);
             #pragma GCC unroll 8
@@ -77,7 +80,7 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) y[m + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
@@ -103,8 +106,10 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
         uint32_t r = 0;
-        for (; r + 4 <= m; r += 4) ROW_TILES(4);
-        switch (m - r) { /* the last 1-3 rows in one pass over the weights */
+        for (; r + MC <= m; r += MC) ROW_TILES(MC);
+        switch (m - r) { /* the last rows in one pass over the weights */
+        case 5: ROW_TILES(5); break;
+        case 4: ROW_TILES(4); break;
         case 3: ROW_TILES(3); break;
         case 2: ROW_TILES(2); break;
         case 1: ROW_TILES(1); break;
@@ -182,12 +187,12 @@ static inline __attribute__((always_inline)) void qtile(int t, const qsrc *s, ui
                                                         const char *x, size_t x_stride, int R,
                                                         int C, int PF, uint32_t n, uint32_t m0,
                                                         float *const *y, __m512i table) {
-    __m512 acc[8][4];
+    __m512 acc[8][MC];
     const __m512 zero = _mm512_setzero_ps();
     const __m512bh ones = as_bh(_mm512_set1_epi16(0x3f80)); /* BF16 1.0 */
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = zero;
     const uint32_t nblk = k / 32;
     for (uint32_t b = 0; b < nblk; b++) {
@@ -210,7 +215,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const qsrc *s, ui
                                     &mn[r]);
             }
         }
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             __m512bh xv = load_bh((const uint16_t *)(x + (size_t)(m0 + c) * x_stride) + 32 * b);
             __m512 xs = zero;
@@ -225,7 +230,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const qsrc *s, ui
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
@@ -240,11 +245,18 @@ static inline __attribute__((always_inline)) void qrows(int t, const qsrc *s, ui
                                                         uint32_t n0, uint32_t n1, uint32_t m,
                                                         float *const *y, __m512i table) {
     uint32_t r = 0;
-    for (; r + 4 <= m; r += 4) {
-        uint32_t n = n0;
-        for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, 4, 0, n, r, y, table);
-        for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, 4, 0, n, r, y, table);
-    }
+    if (t == QT_Q4_1) /* its extra minimum term leaves registers for 4 x 4 */
+        for (; r + 4 <= m; r += 4) {
+            uint32_t n = n0;
+            for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, 4, 0, n, r, y, table);
+            for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, 4, 0, n, r, y, table);
+        }
+    else
+        for (; r + MC <= m; r += MC) {
+            uint32_t n = n0;
+            for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, MC, 0, n, r, y, table);
+            for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, MC, 0, n, r, y, table);
+        }
     for (; r < m; r++) {
         uint32_t n = n0;
         for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, 1, 0, n, r, y, table);
