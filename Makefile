@@ -197,6 +197,7 @@ test-deps:
 # AVX2-only or a non-x86 machine would see. Logs: $(BUILD)/test-logs-TIER.
 test-tiers: test-deps
 	@$(MAKE) --no-print-directory all fixtures $(TEST_BINS)
+	if grep -qw avx512_bf16 /proc/cpuinfo; then KIPP_CPU_ISA=avx512 $(TEST_ENV) sh tests/run.sh; fi
 	KIPP_CPU_ISA=avx2 $(TEST_ENV) sh tests/run.sh
 	KIPP_CPU_ISA=generic $(TEST_ENV) sh tests/run.sh
 

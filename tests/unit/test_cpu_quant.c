@@ -16,6 +16,7 @@
  * Q8_0 cache (the cache format does not touch the matmuls, so one variant
  * covers it); synthetic-0.6b's quantized files too with KIPP_TEST_FULL=1
  * (fixtures synthetic-0.6b.SCHEME.gguf, `make build/models/synthetic-0.6b.q8_0.gguf`). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +30,28 @@
 #define V KIPP_VOCAB_SIZE
 /* Bounds on NMSE vs the oracle, per variant: ~10x the worst row measured
  * on every tier (2026-12-01, AMD Zen 5):
- *                                   generic  avx2     avx512
- *   tiny.q8_0, bf16 KV              1.5e-7   1.5e-7   1.5e-7   -> 1.5e-6
- *   tiny.affine4_gs32, q8_0 KV      7.0e-7   7.0e-7   9.3e-7   -> 1e-5
- *   tiny.scale4_gs32, bf16 KV       5.0e-8   8.7e-8   7.3e-8   -> 1e-6
+ *                                   generic  avx2     avx512   | avx512bf16
+ *   tiny.q8_0, bf16 KV              1.5e-7   1.5e-7   1.5e-7   | 3.3e-5
+ *   tiny.affine4_gs32, q8_0 KV      7.0e-7   7.0e-7   9.3e-7   | 1.02e-4
+ *   tiny.scale4_gs32, bf16 KV       5.0e-8   8.7e-8   7.3e-8   | 3.6e-5
+ *   FP32-activation tiers: 1.5e-6, 1e-5, 1e-6 (10x).
+ * avx512bf16 rounds matmul activations to BF16 (kernels_avx512bf16.c); 10x
+ * its worst would pass DESIGN section 7's 1e-4, so its bound is 1e-4. Known
+ * failures there (2026-12-01, reported, not papered over): tiny.affine4_gs32
+ * with the Q8_0 cache measures 1.02e-4 on one prefill row, and one prefill
+ * row each of tiny.q8_0 and tiny.affine4_gs32 changes argmax -- oracle
+ * near-ties (top-2 logit gaps 0.105 and 0.072 against an rms logit error
+ * of 0.09 and 0.14; the mismatch report below prints them).
  * synthetic-0.6b's variants (KIPP_TEST_FULL=1) keep DESIGN section 7's
  * 1e-4: not measured in this change. */
 #define NMSE_TINY_Q8_0 1.5e-6
 #define NMSE_TINY_Q4_1_KVQ8 1e-5
 #define NMSE_TINY_Q4_0 1e-6
 #define NMSE_DESIGN 1e-4
-static double nmse_bound; /* the current variant's */
+#define NMSE_TINY_Q8_0_BF16 1e-4
+#define NMSE_TINY_Q4_1_KVQ8_BF16 1e-4
+#define NMSE_TINY_Q4_0_BF16 1e-4
+static double nmse_bound; /* the current variant's, for the current tier */
 
 enum { L = 40, DECODE = 3, T = L + DECODE, CAP = 64, COMP = 13 };
 
@@ -118,7 +130,13 @@ static void vs_ref(const char *what, const char *label, const float *cpu, const 
         double e = den > 0 ? num / den : num;
         worst = e > worst ? e : worst;
         bad_nmse += !(e <= nmse_bound);
-        bad_arg += argmax(a) != argmax(b);
+        size_t ia = argmax(a), ib = argmax(b);
+        if (ia != ib) /* how close a call it was, in the oracle's own logits */
+            fprintf(stderr, "  %s %s row %u: argmax %zu, oracle %zu; oracle logits %.6g vs "
+                            "%.6g (gap %.3g), rms logit error %.3g\n",
+                    label, what, r, ia, ib, (double)b[ib], (double)b[ia],
+                    (double)b[ib] - b[ia], sqrt(num / V));
+        bad_arg += ia != ib;
     }
     if (worst > worst_nmse) worst_nmse = worst;
     fprintf(stderr, "  %-34s %-14s rows %2u  worst NMSE %.2e  argmax mismatches %d\n", label, what,
@@ -145,8 +163,8 @@ static float *rows_buf(uint32_t rows) {
     return p;
 }
 
-static void run_variant(const char *file, kipp_kv_quant kvq, double bound) {
-    nmse_bound = bound;
+/* bound: FP32-activation tiers; bound_bf16: tiers with act_bf16. */
+static void run_variant(const char *file, kipp_kv_quant kvq, double bound, double bound_bf16) {
     char path[512];
     snprintf(path, sizeof path, "%s/models/%s.gguf", test_build_dir(), file);
     FILE *f = fopen(path, "rb");
@@ -186,7 +204,9 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound) {
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
         /* A tier this processor lacks (or KIPP_CPU_ISA leaves out) is a
          * named skip; one it has must open. */
-        if (!test_tier_kernels(t)) continue;
+        const kipp_cpu_kernels *kern = test_tier_kernels(t);
+        if (!kern) continue;
+        nmse_bound = kern->act_bf16 ? bound_bf16 : bound;
         char label[96];
         snprintf(label, sizeof label, "%s/%s-kv/%s", file, kvname, tiers[t]);
         kipp_model *m2 = open_model(path, KIPP_BACKEND_CPU, tiers[t], 2);
@@ -266,18 +286,20 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound) {
 
 int main(void) {
     if (UNDER_TSAN) {
-        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8);
+        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8,
+                    NMSE_TINY_Q4_1_KVQ8_BF16);
         return test_finish("test_cpu_quant (thread-sanitizer plan)");
     }
-    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16, NMSE_TINY_Q8_0);
-    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8);
-    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, NMSE_TINY_Q4_0);
+    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16, NMSE_TINY_Q8_0, NMSE_TINY_Q8_0_BF16);
+    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8,
+                    NMSE_TINY_Q4_1_KVQ8_BF16);
+    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, NMSE_TINY_Q4_0, NMSE_TINY_Q4_0_BF16);
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0) {
-        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN);
-        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN);
-        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN);
-        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN);
+        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN, NMSE_DESIGN);
+        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_DESIGN);
+        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN, NMSE_DESIGN);
+        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_DESIGN);
     } else {
         fprintf(stderr, "synthetic-0.6b variants: only with KIPP_TEST_FULL=1\n");
     }
