@@ -8,10 +8,18 @@
 //   node bench/bench_spec.mjs [-m build/models/synthetic-0.6b.gguf]
 //        [--draft build/models/synthetic-0.6b.scale4_gs32.gguf]
 //        [-n 96] [--rounds 2] [--server | --server-only] [--quick]
+//        [--llama-bin DIR | --no-llama]
 //
 // Cases: (a) prompt lookup on copy-heavy prompts (a passage, repeated),
 // (b) prompt lookup on ordinary prompts, gate on, (c) a 4-bit self-draft,
 // (d) with --server: `kipp serve --spec lookup` at concurrency 1 and 4.
+// llama.cpp, same prompts, files and thread count, in the same rounds
+// (unless --no-llama): its own `llama-lookup` (a, b; --spec-draft-n-max 8,
+// plain = the same tool with --spec-draft-n-max 0) and `llama-speculative`
+// (c; -md DRAFT, --spec-draft-n-max 4, plain = llama-lookup with 0), built
+// natively by bench/build_llama_native.sh; tok/s from its "decoded N tokens
+// in S seconds" line. Its tokens are its own (numerics differ), so only
+// speeds and acceptance are compared.
 // Threads: `kipp generate` uses every online core (the record says how
 // many). NOTE: synthetic checkpoints have random weights; their greedy
 // output falls into loops that lookup predicts well, and a 4-bit copy of
@@ -32,6 +40,14 @@ const rounds = Number(opt("--rounds", quick ? "1" : "2"));
 const kipp = opt("--kipp", "build/kipp");
 const withServer = args.includes("--server") || args.includes("--server-only");
 const serverOnly = args.includes("--server-only");
+const withLlama = !args.includes("--no-llama");
+let llamaBin = opt("--llama-bin", null);
+if (withLlama && !llamaBin && !serverOnly) {
+  const r = spawnSync("sh", ["bench/build_llama_native.sh"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  if (r.status !== 0) throw new Error("bench_spec: bench/build_llama_native.sh failed (or pass --no-llama)");
+  llamaBin = r.stdout.trim().split("\n").pop();
+}
+const threads = os.cpus().length;
 
 const passage = "The committee reviewed the annual report on water quality in the northern " +
   "district. Samples from twelve wells showed nitrate levels below the national limit, " +
@@ -49,11 +65,28 @@ const prompts = {
     "List three uses of copper in modern electronics and explain each briefly.",
   ],
 };
+const llamaLookup = (n) => ({ tool: "llama-lookup", args: ["--spec-draft-n-max", String(n)] });
 const cases = [
-  { name: "(a) lookup, copy-heavy", prompts: prompts.copy, spec: ["--spec", "lookup"] },
-  { name: "(b) lookup, ordinary, gate on", prompts: prompts.ordinary, spec: ["--spec", "lookup", "--spec-gate", "on"] },
-  { name: "(c) 4-bit self-draft", prompts: prompts.ordinary.slice(0, 2), spec: ["--draft-model", draft] },
+  { name: "(a) lookup, copy-heavy", prompts: prompts.copy, spec: ["--spec", "lookup"],
+    llama: llamaLookup(8) },
+  { name: "(b) lookup, ordinary, gate on", prompts: prompts.ordinary, spec: ["--spec", "lookup", "--spec-gate", "on"],
+    llama: llamaLookup(8) },
+  { name: "(c) 4-bit self-draft", prompts: prompts.ordinary.slice(0, 2), spec: ["--draft-model", draft],
+    llama: { tool: "llama-speculative", args: ["-md", draft, "--spec-draft-n-max", "4"] } },
 ];
+
+// llama.cpp's tool on one prompt, greedy; tok/s from its own decode timer.
+function llamaRun(tool, prompt, extra) {
+  const a = ["-m", model, "-p", prompt, "-n", String(nGen), "--temp", "0", "-t", String(threads),
+             "-c", "4096", ...extra];
+  const r = spawnSync(path.join(llamaBin, tool), a, { encoding: "utf8", maxBuffer: 1 << 26 });
+  const log = (r.stdout || "") + (r.stderr || "");
+  const g = log.match(/decoded\s+(\d+) tokens in\s+([\d.]+) seconds/);
+  if (r.status !== 0 || !g) throw new Error(`${tool} ${a.join(" ")} failed:\n${log.slice(-2000)}`);
+  const num = (k) => Number((log.match(new RegExp(`${k}\\s*=\\s*(\\d+)`)) || [0, 0])[1]);
+  return { tokens: Number(g[1]), seconds: Number(g[2]), drafted: num("n_drafted"), accepted: num("n_accept"),
+           loadavg: os.loadavg() };
+}
 
 const sh = (cmd, a) => { try { return execFileSync(cmd, a, { encoding: "utf8" }).trim(); } catch { return null; } };
 
@@ -76,7 +109,8 @@ const record = {
   dirty: (sh("git", ["status", "--porcelain", "--untracked-files=no"]) || "") !== "",
   machine: { cpu: os.cpus()[0]?.model, cores_online: os.cpus().length, kernel: os.release(),
              loadavg_start: os.loadavg() },
-  model: { path: model, bytes: statSync(model).size }, draft: { path: draft },
+  model: { path: model, bytes: statSync(model).size }, draft: { path: draft }, threads,
+  llama: withLlama && llamaBin ? { bin: llamaBin } : null,
   n_gen: nGen, rounds, greedy: true,
   note: "synthetic checkpoints have random weights: acceptance rates are not a trained model's",
   cases: [], runs: [],
@@ -84,6 +118,7 @@ const record = {
 
 for (const c of serverOnly ? [] : cases) {
   let plainS = 0, specS = 0, plainTok = 0, specTok = 0, drafted = 0, accepted = 0, evals = 0;
+  const ll = { plainS: 0, plainTok: 0, specS: 0, specTok: 0, drafted: 0, accepted: 0 };
   for (let r = 0; r < rounds; r++) {
     for (const p of c.prompts) {
       const order = r % 2 ? ["spec", "plain"] : ["plain", "spec"];
@@ -93,6 +128,16 @@ for (const c of serverOnly ? [] : cases) {
         record.runs.push({ case: c.name, round: r, mode: who, prompt: p.slice(0, 40), result: { ...res[who], ids: undefined } });
       }
       if (res.plain.ids !== res.spec.ids) throw new Error(`${c.name}: speculative output differs from plain greedy`);
+      if (withLlama) {
+        for (const who of order) {
+          const lr = llamaRun(who === "spec" ? c.llama.tool : "llama-lookup", p,
+                              who === "spec" ? c.llama.args : ["--spec-draft-n-max", "0"]);
+          record.runs.push({ case: c.name, round: r, mode: `llama-${who}`, tool: who === "spec" ? c.llama.tool : "llama-lookup",
+                             prompt: p.slice(0, 40), result: lr });
+          if (who === "spec") { ll.specS += lr.seconds; ll.specTok += lr.tokens; ll.drafted += lr.drafted; ll.accepted += lr.accepted; }
+          else { ll.plainS += lr.seconds; ll.plainTok += lr.tokens; }
+        }
+      }
       plainS += res.plain.seconds; plainTok += res.plain.tokens;
       specS += res.spec.seconds; specTok += res.spec.tokens;
       drafted += res.spec.drafted; accepted += res.spec.accepted; evals += res.spec.target_evals;
@@ -104,6 +149,11 @@ for (const c of serverOnly ? [] : cases) {
                   speedup: (specTok / specS) / (plainTok / plainS),
                   drafted, accepted, acceptance: drafted ? accepted / drafted : 0,
                   tokens: specTok, target_evals: evals };
+  if (withLlama)
+    entry.llama = { tool: c.llama.tool, args: c.llama.args, plain_tps: ll.plainTok / ll.plainS,
+                    spec_tps: ll.specTok / ll.specS, speedup: (ll.specTok / ll.specS) / (ll.plainTok / ll.plainS),
+                    drafted: ll.drafted, accepted: ll.accepted, acceptance: ll.drafted ? ll.accepted / ll.drafted : 0,
+                    kipp_spec_over_llama_spec: (specTok / specS) / (ll.specTok / ll.specS) };
   record.cases.push(entry);
 }
 
@@ -114,7 +164,8 @@ async function serverCase(specArgs, concurrency) {
                     { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const port = await new Promise((resolve, reject) => {
-    srv.stderr.on("data", (d) => { log += d; const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); if (m) resolve(m[1]); });
+    // The port opens before the model is loaded: wait for "ready" too.
+    srv.stderr.on("data", (d) => { log += d; const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); if (m && /^kipp serve: ready/m.test(log)) resolve(m[1]); });
     srv.on("exit", () => reject(new Error(`server exited: ${log}`)));
   });
   const id = (await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()).data[0].id;
@@ -153,9 +204,13 @@ mkdirSync(path.join("bench", "results"), { recursive: true });
 const stamp = record.date.replace(/[:.]/g, "-");
 const out = path.join("bench", "results", `spec-${path.basename(model, ".gguf")}-${stamp}.json`);
 writeFileSync(out, JSON.stringify(record, null, 2) + "\n");
-console.log(`| case | plain tok/s | speculative tok/s | speedup | accepted / drafted |`);
-console.log(`|---|---|---|---|---|`);
-for (const e of record.cases)
-  console.log(`| ${e.case} | ${e.plain_tps.toFixed(2)} | ${e.spec_tps.toFixed(2)} | ${e.speedup.toFixed(2)}x | ` +
+console.log(`| case | engine | plain tok/s | speculative tok/s | speedup | accepted / drafted |`);
+console.log(`|---|---|---|---|---|---|`);
+const row = (name, eng, e) =>
+  console.log(`| ${name} | ${eng} | ${e.plain_tps.toFixed(2)} | ${e.spec_tps.toFixed(2)} | ${e.speedup.toFixed(2)}x | ` +
               `${e.accepted} / ${e.drafted} (${(100 * e.acceptance).toFixed(0)}%) |`);
+for (const e of record.cases) {
+  row(e.case, "kipp", e);
+  if (e.llama) row(e.case, `llama.cpp ${e.llama.tool}`, e.llama);
+}
 console.log(`\n${record.machine.cores_online} cores, load average ${record.machine.loadavg_start.map((x) => x.toFixed(1)).join(" ")} at start; record: ${out}`);

@@ -407,6 +407,16 @@ KIPP_API int kipp_spec_set_context(kipp_spec *sp, const int32_t *tokens, size_t 
  * 1 + drafts (1 = no draft: a plain decode step). */
 KIPP_API int kipp_spec_draft(kipp_spec *sp, int32_t pending, uint32_t max, int32_t *toks, uint32_t *n,
                              kipp_error *err);
+/* kipp_spec_draft for n sequences at once (a server's batch): sequence i
+ * drafts after pending[i], at most max[i], into toks[i] (1 + K entries),
+ * n_toks[i] = 1 + its drafts. The draft-model evals of all sequences run as
+ * one batched kipp_eval per drafted position, so the draft model's weights
+ * are read once per position for the whole batch; each sequence's drafts
+ * are the ones it would draft alone. Sequences must be distinct and the
+ * ones that draft with a model must share it (KIPP_E_ARGUMENT otherwise). */
+KIPP_API int kipp_spec_draft_batch(kipp_spec *const *sps, size_t n, const int32_t *pending,
+                                   const uint32_t *max, int32_t *const *toks, uint32_t *n_toks,
+                                   kipp_error *err);
 /* rows[n][KIPP_VOCAB_SIZE]: the target's logits for the n tokens of the last
  * kipp_spec_draft, just appended to session. rows are not modified. */
 KIPP_API int kipp_spec_verify(kipp_spec *sp, kipp_sampler *sampler, kipp_session *session,
@@ -441,10 +451,14 @@ typedef struct kipp_chat_message {
 } kipp_chat_message;
 
 /* Renders messages as the checkpoint's ChatML prompt, byte-identical to its
- * Jinja chat template (Qwen3 hybrid-thinking template).
- * add_generation_prompt appends the assistant header; enable_thinking=false
- * then also appends the empty think block. Base entries and variants
- * without a native renderer give KIPP_E_UNSUPPORTED. *text is malloc'd and
+ * Jinja chat template (instruct entries: the Qwen3 hybrid-thinking
+ * template; thinking-2507: Qwen3-*-Thinking-2507's).
+ * add_generation_prompt appends the assistant header; for the hybrid
+ * template enable_thinking=false then also appends the empty think block;
+ * thinking-2507 always opens a think block ("<|im_start|>assistant\n<think>\n")
+ * and ignores enable_thinking, as its template does. Base entries and
+ * variants without a native renderer (instruct-2507) give
+ * KIPP_E_UNSUPPORTED. *text is malloc'd and
  * NUL-terminated; free() it. */
 KIPP_API int kipp_chat_render(const kipp_model *model, const kipp_chat_message *messages,
                               size_t n_messages, bool add_generation_prompt, bool enable_thinking,

@@ -31,14 +31,15 @@ static void usage(FILE *out) {
         "the reply streams back. /exit (or end of input) quits, /reset starts over.\n"
         "Works with piped stdin: replies go to stdout, one per line.\n"
         "\n"
-        "  -m, --model FILE       a Kipp GGUF artifact (instruct entry)\n"
+        "  -m, --model FILE       a Kipp GGUF artifact (instruct or thinking-2507 entry)\n"
         "  --backend ref|cpu      compute backend (default cpu); no fallback\n"
         "  -t, --threads N        cpu backend threads (default 0 = one per online core)\n"
         "  --ctx N                conversation capacity in positions (default: the\n"
         "                         checkpoint's context, at most 4096)\n"
         "  -n, --max-tokens N     tokens per reply at most (default 512)\n"
         "  --system TEXT          a system message\n"
-        "  --no-think             render with enable_thinking=false\n"
+        "  --no-think             render with enable_thinking=false (no effect on\n"
+        "                         thinking-2507, whose template always thinks)\n"
         "  --temperature T        default 0.7 (0 = greedy)\n"
         "  --top-k K / --top-p P / --min-p M   filters (default off)\n"
         "  --seed S               random seed (default 0)\n"
@@ -358,9 +359,11 @@ int cmd_chat(int argc, char **argv) {
     }
     size_t line_cap = 0;
     const kipp_checkpoint *ck = kipp_model_checkpoint(c.model);
-    if (ck->variant != KIPP_VARIANT_INSTRUCT) {
-        fprintf(stderr, "kipp chat: %s is a %s checkpoint; chat needs an instruct entry\n", ck->id,
-                kipp_variant_name(ck->variant));
+    /* thinking-2507 replies (reasoning, "</think>", answer) are kept whole as
+     * the assistant turn; its template splits them again on re-render */
+    if (ck->variant != KIPP_VARIANT_INSTRUCT && ck->variant != KIPP_VARIANT_THINKING_2507) {
+        fprintf(stderr, "kipp chat: %s is a %s checkpoint; chat needs an instruct or "
+                "thinking-2507 entry\n", ck->id, kipp_variant_name(ck->variant));
         goto done;
     }
     uint32_t cap = ctx ? (uint32_t)ctx : (ck->context < 4096 ? ck->context : 4096);

@@ -16,6 +16,11 @@
  *      "\n<tool_response>\n{c}\n</tool_response>" each
  *   4. generation prompt "<|im_start|>assistant\n", plus
  *      "<think>\n\n</think>\n\n" when enable_thinking is false.
+ *      Qwen3-*-Thinking-2507's template (its tokenizer_config.json; a copy
+ *      with its SHA-256 is in tests/vectors/chat/) has the same steps 1-3
+ *      (it also maps non-string content to "", which the API never passes)
+ *      and ends with "<|im_start|>assistant\n<think>\n" instead, whatever
+ *      enable_thinking says.
  * With tools, step 1 becomes one system turn: the leading system message's
  * content + "\n\n" (if any), then the "# Tools" preamble listing each tool
  * as `tojson` prints it; that system message is then not repeated.
@@ -91,6 +96,21 @@ int kipp_chat_render_qwen3(const kipp_chat_message *m, size_t n, bool add_genera
 int kipp_chat_render_qwen3_tools(const kipp_chat_message *m, size_t n, const kipp_chat_tool *tools,
                                  size_t n_tools, bool add_generation_prompt, bool enable_thinking,
                                  char **text, size_t *length, kipp_error *err) {
+    return kipp_chat_render_qwen3_template(KIPP_CHAT_QWEN3_HYBRID, m, n, tools, n_tools,
+                                           add_generation_prompt, enable_thinking, text, length,
+                                           err);
+}
+
+bool kipp_chat_prompt_in_think(const char *text, size_t length) {
+    span s = {text, text ? length : 0};
+    const char *open = find_last(s, "<think>"), *close = find_last(s, "</think>");
+    return open && (!close || open > close);
+}
+
+int kipp_chat_render_qwen3_template(kipp_chat_template tpl, const kipp_chat_message *m, size_t n,
+                                    const kipp_chat_tool *tools, size_t n_tools,
+                                    bool add_generation_prompt, bool enable_thinking, char **text,
+                                    size_t *length, kipp_error *err) {
     if (!text || !length || (!m && n))
         return kipp_fail(err, KIPP_E_ARGUMENT, "chat render: NULL argument");
     *text = NULL;
@@ -197,7 +217,8 @@ int kipp_chat_render_qwen3_tools(const kipp_chat_message *m, size_t n, const kip
     }
     if (add_generation_prompt) {
         put(&b, "<|im_start|>assistant\n");
-        if (!enable_thinking) put(&b, "<think>\n\n</think>\n\n");
+        if (tpl == KIPP_CHAT_QWEN3_THINKING_2507) put(&b, "<think>\n");
+        else if (!enable_thinking) put(&b, "<think>\n\n</think>\n\n");
     }
     if (b.failed) {
         kipp_json_buf_free(&b);
@@ -300,11 +321,15 @@ int kipp_chat_render_tools(const kipp_model *model, const kipp_chat_message *mes
                            size_t *length, kipp_error *err) {
     if (!model) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_chat_render: NULL model");
     const kipp_checkpoint *ck = kipp_model_checkpoint(model);
-    if (ck->variant != KIPP_VARIANT_INSTRUCT)
+    kipp_chat_template tpl;
+    if (ck->variant == KIPP_VARIANT_INSTRUCT) tpl = KIPP_CHAT_QWEN3_HYBRID;
+    else if (ck->variant == KIPP_VARIANT_THINKING_2507) tpl = KIPP_CHAT_QWEN3_THINKING_2507;
+    else
         return kipp_fail(err, KIPP_E_UNSUPPORTED,
                          "%s is a %s checkpoint; chat rendering is implemented for the Qwen3 "
-                         "instruct (hybrid thinking) template only",
+                         "instruct (hybrid thinking) and thinking-2507 templates only",
                          ck->id, kipp_variant_name(ck->variant));
-    return kipp_chat_render_qwen3_tools(messages, n_messages, tools, n_tools,
-                                        add_generation_prompt, enable_thinking, text, length, err);
+    return kipp_chat_render_qwen3_template(tpl, messages, n_messages, tools, n_tools,
+                                           add_generation_prompt, enable_thinking, text, length,
+                                           err);
 }

@@ -198,8 +198,9 @@ int kipp_gram_add_kid(kipp_grammar *g, uint32_t i, uint32_t kid, kipp_error *err
 
 /* ---- threads and states -------------------------------------------------- */
 
-typedef enum frame_type { F_ROOT, F_OBJECT, F_KEY, F_ARRAY, F_STRING, F_NUMBER, F_LIT, F_SEQ }
-    frame_type;
+typedef enum frame_type {
+    F_ROOT, F_OBJECT, F_KEY, F_ARRAY, F_STRING, F_NUMBER, F_LIT, F_SEQ, F_REPEAT
+} frame_type;
 
 /* sub-states */
 enum { O_FIRST, O_COLON, O_VALUE, O_AFTER, O_COMMA };
@@ -312,6 +313,10 @@ static void start_value(const kipp_grammar *g, thread *w, uint32_t node, uint8_t
         return;
     case G_ARRAY:
         if (c == '[' && push(w, node, F_ARRAY)) tset_add(out, w);
+        return;
+    case G_REPEAT:
+        if (!push(w, node, F_REPEAT)) return;
+        start_value(g, w, n->kid[0], c, out);
         return;
     }
 }
@@ -451,6 +456,8 @@ static int start_key(const kipp_grammar *g, thread *w, uint8_t c) {
 }
 
 /* Feeds c to the top frame. */
+static void pop_done(const kipp_grammar *g, thread *w);
+
 static int handle(const kipp_grammar *g, thread *w, uint8_t c, tset *out) {
     frame *f = &w->f[w->sp - 1];
     const gram_node *n = &g->nodes[f->node];
@@ -472,6 +479,19 @@ static int handle(const kipp_grammar *g, thread *w, uint8_t c, tset *out) {
         return feed_string(n, f, c);
     case F_NUMBER:
         return feed_number(n, f, c);
+    case F_REPEAT: {
+        /* between repeats (the top frame only after a value completed): c
+         * either ends the repetition, going to the parent, or starts the
+         * next value; both may hold, so both threads go on */
+        if (f->count >= n->min) {
+            thread copy;
+            memcpy(&copy, w, thread_bytes(w));
+            pop_done(g, &copy);
+            feed(g, &copy, c, out);
+        }
+        if (f->count < n->max) start_value(g, w, n->items, c, out);
+        return R_CHILD;
+    }
     case F_ARRAY:
         if (f->sub == A_AFTER) {
             if (c == ',' && f->count < n->max) return f->sub = A_VALUE, R_OK;
@@ -517,6 +537,7 @@ static bool child_done(const kipp_grammar *g, frame *p, const frame *child) {
     case F_SEQ:
         return ++p->pos == n->n;
     case F_ARRAY:
+    case F_REPEAT:
         p->sub = A_AFTER;
         p->count++;
         return false;
@@ -574,7 +595,8 @@ static bool thread_accepting(const kipp_grammar *g, const thread *t) {
         if (f->type == F_ROOT) return f->sub == 1;
         bool longer;
         const gram_node *n = &g->nodes[f->node];
-        bool can_end = f->type == F_NUMBER ? number_can_end(f)
+        bool can_end = f->type == F_NUMBER   ? number_can_end(f)
+                       : f->type == F_REPEAT ? f->count >= n->min
                        : f->type == F_LIT
                            ? lit_complete((const char *const *)n->lit, n->lit_len, f->mask, f->pos,
                                           &longer)
@@ -643,7 +665,7 @@ static size_t state_key(const kipp_grammar *g, const tset *s, uint8_t *key) {
         for (uint32_t k = 0; k < t->sp; k++) {
             frame f = t->f[k];
             const gram_node *nd = &g->nodes[f.node];
-            if (f.type == F_STRING || f.type == F_ARRAY)
+            if (f.type == F_STRING || f.type == F_ARRAY || f.type == F_REPEAT)
                 f.count = canon(f.count, nd->min, nd->max, L);
             else if (f.type == F_OBJECT && nd->free_keys)
                 f.count = canon(f.count, 0, GRAM_FREE_MAX_KEYS, L);
@@ -926,6 +948,10 @@ static uint32_t depth_of(const kipp_grammar *g, uint32_t i, uint32_t level) {
         return 1 + d;
     case G_ARRAY:
         return 1 + depth_of(g, n->items, level + 1);
+    case G_REPEAT: {
+        uint32_t a = depth_of(g, n->kid[0], level + 1), b = depth_of(g, n->items, level + 1);
+        return 1 + (a > b ? a : b);
+    }
     case G_SEQ:
     case G_ANYOF:
         for (uint32_t k = 0; k < n->n; k++) {
@@ -998,15 +1024,20 @@ static int find_added(const kipp_model *m, const char *text, int32_t *id) {
 }
 
 int kipp_grammar_tool_call(const kipp_model *model, const char *const *names,
-                           const json_value *const *parameters, size_t n, kipp_grammar **out,
-                           kipp_error *err) {
+                           const json_value *const *parameters, size_t n, uint32_t max_calls,
+                           kipp_grammar **out, kipp_error *err) {
     *out = NULL;
     if (n == 0) return kipp_fail(err, KIPP_E_ARGUMENT, "tool-call grammar: no functions");
     if (n > GRAM_MAX_THREADS)
         return kipp_fail(err, KIPP_E_UNSUPPORTED, "constrained tool calls support at most %d "
                          "functions", GRAM_MAX_THREADS);
+    if (max_calls < 1 || max_calls > GRAM_MAX_TOOL_CALLS)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "tool-call grammar: %u calls (1..%d)", max_calls,
+                         GRAM_MAX_TOOL_CALLS);
     kipp_grammar *g;
     if (kipp_gram_begin(model, &g, err)) return err->code;
+    /* call = head alts tail; later calls start with the "\n" the template
+     * puts between calls, and share the alternatives and the tail */
     uint32_t seq = kipp_gram_new(g, G_SEQ, err), head, tail, alts;
     if (seq == UINT32_MAX || lit_node(g, &head, err, "<tool_call>\n{\"name\": \"", NULL, NULL) ||
         lit_node(g, &tail, err, "\n</tool_call>", NULL, NULL) ||
@@ -1034,6 +1065,18 @@ int kipp_grammar_tool_call(const kipp_model *model, const char *const *names,
         kipp_gram_add_kid(g, seq, tail, err))
         goto fail;
     g->root = seq;
+    if (max_calls > 1) {
+        uint32_t rep = kipp_gram_new(g, G_REPEAT, err), next = UINT32_MAX, head2;
+        if (rep == UINT32_MAX || (next = kipp_gram_new(g, G_SEQ, err)) == UINT32_MAX ||
+            lit_node(g, &head2, err, "\n<tool_call>\n{\"name\": \"", NULL, NULL) ||
+            kipp_gram_add_kid(g, next, head2, err) || kipp_gram_add_kid(g, next, alts, err) ||
+            kipp_gram_add_kid(g, next, tail, err) || kipp_gram_add_kid(g, rep, seq, err))
+            goto fail;
+        g->nodes[rep].min = 1;
+        g->nodes[rep].max = max_calls;
+        g->nodes[rep].items = next;
+        g->root = rep;
+    }
     /* The tags are single added tokens in Qwen3; the byte spellings stay
      * allowed too (the parser reads text either way). */
     const char *tags[2] = {"<tool_call>", "</tool_call>"};

@@ -46,12 +46,14 @@ typedef enum gram_kind {
     G_LITERALS, /* one of a few byte strings: enum, const, true/false/null, fixed text */
     G_ANYOF,
     G_SEQ,      /* the kids one after another */
+    G_REPEAT,   /* kid[0], then `items` repeated: min..max values in all (min >= 1) */
 } gram_kind;
 
 typedef struct gram_node {
     gram_kind kind;
-    uint32_t min, max;      /* string characters or array items */
-    uint32_t items;         /* G_ARRAY: node of every item */
+    uint32_t min, max;      /* string characters, array items or repeats */
+    uint32_t items;         /* G_ARRAY: node of every item; G_REPEAT: of every one
+                             * after the first (which can carry a separator) */
     bool free_keys;         /* G_OBJECT: any keys (values G_ANY) */
     uint64_t required;      /* G_OBJECT: bit i = property i */
     uint32_t n;             /* properties, literals or kids */
@@ -91,12 +93,18 @@ int kipp_gram_finish(kipp_grammar *g, kipp_error *err);
 int kipp_gram_compile_schema(kipp_grammar *g, const json_value *document,
                              const json_value *schema, uint32_t *node, kipp_error *err);
 
-/* A grammar whose documents are exactly one Qwen3 tool call:
+/* Most calls one constrained answer may hold with parallel_tool_calls
+ * (every document must be finite; a call is dozens of bytes at least). */
+#define GRAM_MAX_TOOL_CALLS 16
+
+/* A grammar whose documents are 1..max_calls Qwen3 tool calls, "\n"
+ * between them (as the template renders an assistant's tool_calls):
  * "<tool_call>\n{\"name\": \"NAME\", \"arguments\": ARGS}\n</tool_call>"
  * where NAME is one of names[] and ARGS satisfies that function's
- * parameter schema (NULL = any object). */
+ * parameter schema (NULL = any object). max_calls is 1 ..
+ * GRAM_MAX_TOOL_CALLS. */
 int kipp_grammar_tool_call(const kipp_model *model, const char *const *names,
-                           const json_value *const *parameters, size_t n,
+                           const json_value *const *parameters, size_t n, uint32_t max_calls,
                            kipp_grammar **out, kipp_error *err);
 /* From a parsed schema (NULL = any JSON object). */
 int kipp_grammar_from_json_value(const kipp_model *model, const json_value *schema,

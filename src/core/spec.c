@@ -27,7 +27,9 @@
  * Drafters:
  *   lookup    the longest suffix (4 down to 2 tokens) of context + pending
  *             that occurred before; its most recent occurrence's continuation
- *             is the draft. Costs nothing when there is no match.
+ *             is the draft, copied with overlap (past the sequence's end it
+ *             repeats the draft's own tokens), so a cycle drafts K tokens.
+ *             Costs nothing when there is no match.
  *   draft     a second model with the same tokenizer keeps its own session,
  *             a prefix of context + pending + drafts: after verify it is
  *             truncated to what the target kept, and it catches up (one eval
@@ -86,6 +88,7 @@ struct kipp_spec {
     kipp_session *dsession; /* holds ctx[0..d_held), then draft-step tokens */
     kipp_sampler *dsampler; /* q: the target's filters and bias, no penalties */
     size_t d_held;
+    int32_t dbuf[DRAFT_CHUNK + 1]; /* catch-up tail + pending, one eval */
     float *q;    /* [K][V] q of each draft */
     float *drow; /* [DRAFT_CHUNK or 1][V] draft logits */
 
@@ -278,75 +281,162 @@ static uint32_t draft_lookup(const kipp_spec *sp, int32_t pending, uint32_t k, i
             size_t t = 0;
             while (t < n && seq_at(sp, pending, j + t) == seq_at(sp, pending, n_seq - n + t)) t++;
             if (t < n) continue;
+            /* Copy the continuation, LZ77-style: where it runs past the end
+             * of the sequence it continues into the draft itself, so a
+             * repeating cycle (whose most recent earlier occurrence ends
+             * just before the suffix) still drafts k tokens, not one. */
             uint32_t m = 0;
-            for (size_t c = j + n; c < n_seq && m < k; c++) out[m++] = seq_at(sp, pending, c);
+            for (size_t c = j + n; m < k; c++)
+                out[m++] = c < n_seq ? seq_at(sp, pending, c) : out[c - n_seq];
             return m;
         }
     }
     return 0;
 }
 
-/* Evaluates toks on the draft session; the last row lands in sp->drow. */
-static int draft_eval(kipp_spec *sp, const int32_t *toks, uint32_t n, bool want_row,
-                      kipp_error *err) {
-    kipp_eval_item it = {sp->dsession, toks, n, want_row ? 1u : 0u, sp->drow};
-    int rc = kipp_eval(sp->o.draft_model, &it, 1, err);
+/* One sequence of a drafting call. */
+typedef struct draft_job {
+    kipp_spec *sp;
+    int32_t pending;
+    int32_t *out; /* the drafts: toks + 1 */
+    uint32_t k;   /* drafts wanted (draft model: cut to the session's room) */
+    uint32_t got;
+    bool model;   /* drafts with the draft model */
+} draft_job;
+
+static int draft_eval(kipp_model *dm, kipp_eval_item *items, size_t n, kipp_error *err) {
+    int rc = kipp_eval(dm, items, n, err);
     return rc ? kipp_fail_prefix(err, "draft model") : KIPP_OK;
 }
 
-static int draft_model(kipp_spec *sp, int32_t pending, uint32_t k, int32_t *out, uint32_t *n_out,
-                       kipp_error *err) {
-    *n_out = 0;
-    uint32_t cap = kipp_session_capacity(sp->dsession);
-    /* The session will hold ctx + pending + d1..d(k-1). */
-    if (sp->n_ctx + 1 > cap) return KIPP_OK;
-    if (sp->n_ctx + k > cap) k = (uint32_t)(cap - sp->n_ctx);
-    /* Catch up on the context, then pending, which gives q for d1. */
-    while (sp->n_ctx - sp->d_held > DRAFT_CHUNK) {
-        int rc = draft_eval(sp, sp->ctx + sp->d_held, DRAFT_CHUNK, false, err);
+/* The draft-model drafters of one call, in lockstep: each phase is ONE
+ * batched eval of the draft model over every sequence still drafting (the
+ * server drafts all its sequences at once; the cpu backend is batch
+ * invariant, so each sequence drafts exactly what it would alone).
+ *   1. catch up on the context, DRAFT_CHUNK positions per eval;
+ *   2. the rest of the context + pending: q for d1;
+ *   3. d_i drawn from q_i, evaluated for q_{i+1}, until each has its k. */
+static int draft_models(draft_job *jobs, size_t n, kipp_model *dm, kipp_eval_item *items,
+                        kipp_error *err) {
+    for (;;) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            kipp_spec *sp = jobs[i].sp;
+            if (jobs[i].model && sp->n_ctx - sp->d_held > DRAFT_CHUNK)
+                items[m++] = (kipp_eval_item){sp->dsession, sp->ctx + sp->d_held, DRAFT_CHUNK,
+                                              0, NULL};
+        }
+        if (m == 0) break;
+        int rc = draft_eval(dm, items, m, err);
         if (rc) return rc;
-        sp->d_held += DRAFT_CHUNK;
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].model && jobs[i].sp->n_ctx - jobs[i].sp->d_held > DRAFT_CHUNK)
+                jobs[i].sp->d_held += DRAFT_CHUNK;
     }
-    int32_t buf[DRAFT_CHUNK + 1];
-    uint32_t nb = (uint32_t)(sp->n_ctx - sp->d_held);
-    memcpy(buf, sp->ctx + sp->d_held, nb * sizeof *buf);
-    buf[nb++] = pending;
-    int rc = draft_eval(sp, buf, nb, true, err);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        kipp_spec *sp = jobs[i].sp;
+        if (!jobs[i].model) continue;
+        uint32_t nb = (uint32_t)(sp->n_ctx - sp->d_held);
+        memcpy(sp->dbuf, sp->ctx + sp->d_held, nb * sizeof *sp->dbuf);
+        sp->dbuf[nb++] = jobs[i].pending;
+        items[m++] = (kipp_eval_item){sp->dsession, sp->dbuf, nb, 1, sp->drow};
+    }
+    if (m == 0) return KIPP_OK;
+    int rc = draft_eval(dm, items, m, err);
     if (rc) return rc;
-    sp->d_held = sp->n_ctx;
-    for (uint32_t i = 0; i < k; i++) {
-        float *q = sp->q + (size_t)i * V;
-        memcpy(sp->row, sp->drow, V * sizeof(float));
-        int32_t top = kipp_sampler_probs(sp->dsampler, sp->row, q);
-        int32_t d = sp->greedy ? top : kipp_sampler_draw(sp->dsampler, q);
-        if (d < 0) break; /* q bans everything: nothing to draft */
-        out[(*n_out)++] = d;
-        if (i + 1 < k && (rc = draft_eval(sp, &d, 1, true, err))) return rc;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].model) jobs[i].sp->d_held = jobs[i].sp->n_ctx;
+    for (uint32_t step = 0;; step++) {
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            draft_job *jb = &jobs[i];
+            kipp_spec *sp = jb->sp;
+            if (!jb->model || step >= jb->k) continue;
+            float *q = sp->q + (size_t)step * V;
+            memcpy(sp->row, sp->drow, V * sizeof(float));
+            int32_t top = kipp_sampler_probs(sp->dsampler, sp->row, q);
+            int32_t d = sp->greedy ? top : kipp_sampler_draw(sp->dsampler, q);
+            if (d < 0) { /* q bans everything: nothing more to draft */
+                jb->k = step;
+                continue;
+            }
+            jb->out[jb->got++] = d;
+            if (step + 1 < jb->k)
+                items[m++] = (kipp_eval_item){sp->dsession, &jb->out[step], 1, 1, sp->drow};
+        }
+        if (m == 0) return KIPP_OK;
+        rc = draft_eval(dm, items, m, err);
+        if (rc) return rc;
     }
-    return KIPP_OK;
+}
+
+int kipp_spec_draft_batch(kipp_spec *const *sps, size_t n, const int32_t *pending,
+                          const uint32_t *max, int32_t *const *toks, uint32_t *n_toks,
+                          kipp_error *err) {
+    if (n == 0) return KIPP_OK;
+    if (!sps || !pending || !max || !toks || !n_toks)
+        return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_spec_draft_batch: NULL argument");
+    kipp_model *dm = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!sps[i] || !toks[i])
+            return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_spec_draft_batch: NULL sequence %zu", i);
+        if (pending[i] < 0 || pending[i] >= V)
+            return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_spec_draft: pending token %d out of range",
+                             pending[i]);
+        for (size_t j = 0; j < i; j++)
+            if (sps[j] == sps[i])
+                return kipp_fail(err, KIPP_E_ARGUMENT,
+                                 "kipp_spec_draft_batch: sequence %zu is also sequence %zu", i, j);
+        if (sps[i]->o.mode == KIPP_SPEC_DRAFT) {
+            if (dm && dm != sps[i]->o.draft_model)
+                return kipp_fail(err, KIPP_E_ARGUMENT,
+                                 "kipp_spec_draft_batch: the sequences use different draft models");
+            dm = sps[i]->o.draft_model;
+        }
+    }
+    enum { STACK_JOBS = 8 };
+    draft_job jstack[STACK_JOBS];
+    kipp_eval_item istack[STACK_JOBS];
+    draft_job *jobs = n <= STACK_JOBS ? jstack : kipp_calloc(n, sizeof *jobs, err);
+    kipp_eval_item *items = n <= STACK_JOBS ? istack : kipp_calloc(n, sizeof *items, err);
+    int rc = jobs && items ? KIPP_OK : KIPP_E_MEMORY;
+    for (size_t i = 0; !rc && i < n; i++) {
+        kipp_spec *sp = sps[i];
+        draft_job *jb = &jobs[i];
+        *jb = (draft_job){sp, pending[i], toks[i] + 1, 0, 0, false};
+        toks[i][0] = pending[i];
+        jb->k = max[i] < sp->o.max_draft ? max[i] : sp->o.max_draft;
+        if (sp->o.gate && sp->suspend > 0) {
+            sp->suspend--;
+            sp->stats.gated++;
+            jb->k = 0;
+        }
+        if (jb->k && sp->o.mode == KIPP_SPEC_LOOKUP)
+            jb->got = draft_lookup(sp, pending[i], jb->k, jb->out);
+        if (jb->k && sp->o.mode == KIPP_SPEC_DRAFT) {
+            /* The draft session will hold ctx + pending + d1..d(k-1). */
+            uint32_t cap = kipp_session_capacity(sp->dsession);
+            if (sp->n_ctx + 1 > cap) jb->k = 0;
+            else if (sp->n_ctx + jb->k > cap) jb->k = (uint32_t)(cap - sp->n_ctx);
+            jb->model = jb->k > 0;
+        }
+    }
+    if (!rc) rc = draft_models(jobs, n, dm, items, err);
+    for (size_t i = 0; !rc && i < n; i++) {
+        kipp_spec *sp = sps[i];
+        memcpy(sp->toks, toks[i], (1 + jobs[i].got) * sizeof *toks[i]);
+        sp->n_toks = n_toks[i] = 1 + jobs[i].got;
+    }
+    if (jobs != jstack) free(jobs);
+    if (items != istack) free(items);
+    return rc;
 }
 
 int kipp_spec_draft(kipp_spec *sp, int32_t pending, uint32_t max, int32_t *toks, uint32_t *n,
                     kipp_error *err) {
     if (!sp || !toks || !n) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_spec_draft: NULL argument");
-    if (pending < 0 || pending >= V)
-        return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_spec_draft: pending token %d out of range",
-                         pending);
-    uint32_t k = max < sp->o.max_draft ? max : sp->o.max_draft, got = 0;
-    toks[0] = pending;
-    if (sp->o.gate && sp->suspend > 0) {
-        sp->suspend--;
-        sp->stats.gated++;
-        k = 0;
-    }
-    if (k && sp->o.mode == KIPP_SPEC_LOOKUP) got = draft_lookup(sp, pending, k, toks + 1);
-    if (k && sp->o.mode == KIPP_SPEC_DRAFT) {
-        int rc = draft_model(sp, pending, k, toks + 1, &got, err);
-        if (rc) return rc;
-    }
-    memcpy(sp->toks, toks, (1 + got) * sizeof *toks);
-    sp->n_toks = *n = 1 + got;
-    return KIPP_OK;
+    return kipp_spec_draft_batch(&sp, 1, &pending, &max, &toks, n, err);
 }
 
 /* ---- verification -------------------------------------------------------- */

@@ -314,6 +314,22 @@ static int parse_messages(kipp_model *m, const json_value *root, const api_featu
         rc = bad(e, 400, kerr.code == KIPP_E_UNSUPPORTED && strstr(kerr.message, "checkpoint")
                  ? "model" : "messages", "%s", kerr.message);
     }
+    /* Where the reasoning will be (chat_reasoning_for): for thinking-2507
+     * the output is reasoning until "</think>", unless a grammar constrains
+     * it; then the open block is closed empty in the prompt first. */
+    bool close_think = false;
+    if (!rc)
+        r->reasoning = chat_reasoning_for(kipp_model_checkpoint(m)->variant, text, len,
+                                          f->grammar != NULL, &close_think);
+    if (!rc && close_think) {
+        char *t = realloc(text, len + sizeof CHAT_CLOSE_THINK);
+        if (!t) rc = bad(e, 500, "messages", "out of memory");
+        else {
+            memcpy(t + len, CHAT_CLOSE_THINK, sizeof CHAT_CLOSE_THINK);
+            text = t;
+            len += sizeof CHAT_CLOSE_THINK - 1;
+        }
+    }
     if (!rc) rc = tokenize(m, text, len, r, e, "messages");
     free(text);
     for (size_t i = 0; i < n; i++) free((void *)cm[i].tool_calls);
@@ -530,8 +546,6 @@ int api_parse_request(kipp_model *m, api_kind kind, const api_limits *limits, co
     r->grammar = feat.grammar; /* the request owns it now */
     feat.grammar = NULL;
     r->parse_calls = feat.parse_calls;
-    r->parse_reasoning = kind == API_CHAT &&
-                         kipp_model_checkpoint(m)->variant == KIPP_VARIANT_INSTRUCT;
     api_features_free(&feat);
     if (r->n_prompt == 0) {
         bad(e, 400, kind == API_CHAT ? "messages" : "prompt",
@@ -583,9 +597,9 @@ void api_response_ctx_init(api_response_ctx *ctx, api_kind kind, const kipp_mode
 }
 
 void api_response_ctx_configure(api_response_ctx *ctx, const api_request *r) {
-    if (ctx->kind != API_CHAT || !(r->parse_calls || r->parse_reasoning)) return;
+    if (ctx->kind != API_CHAT || !(r->parse_calls || r->reasoning != CHAT_REASONING_NONE)) return;
     for (uint32_t i = 0; i < r->n && i < SCHED_MAX_CHOICES; i++)
-        ctx->split[i] = chat_output_create(r->parse_reasoning, r->parse_calls);
+        ctx->split[i] = chat_output_create(r->reasoning, r->parse_calls);
     /* a failed allocation leaves that choice unsplit: plain content */
 }
 
@@ -661,7 +675,9 @@ void api_format_model(json_buf *b, const kipp_model *m, long long created) {
                      "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
                      "\"chat\":%s,\"synthetic\":%s",
                      created, kipp_variant_name(ck->variant), ck->context,
-                     kipp_model_quant_scheme(m), ck->variant == KIPP_VARIANT_INSTRUCT ? "true" : "false",
+                     kipp_model_quant_scheme(m),
+                     ck->variant == KIPP_VARIANT_INSTRUCT || ck->variant == KIPP_VARIANT_THINKING_2507
+                         ? "true" : "false",
                      ck->synthetic ? "true" : "false");
     if (ck->synthetic) kipp_json_buf_appendf(b, ",\"note\":\"%s\"", SYNTHETIC_NOTE);
     kipp_json_buf_appendf(b, "}");

@@ -59,7 +59,7 @@ typedef struct api_request {
     kipp_grammar *grammar; /* constrained decoding (NULL = none); hand it to the
                             * scheduler and set this to NULL */
     bool parse_calls;      /* split <tool_call> blocks out of the output */
-    bool parse_reasoning;  /* split a leading <think> block out of the output */
+    chat_reasoning reasoning; /* where the output's reasoning is (chat_output.h) */
 } api_request;
 
 int api_parse_request(kipp_model *model, api_kind kind, const api_limits *limits,

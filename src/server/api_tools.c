@@ -8,9 +8,10 @@
  *    constrains the whole completion (no think block is generated).
  *  - tool_choice "none" renders no tools and parses no calls; "auto" renders
  *    them and parses <tool_call> blocks; "required" and a named function
- *    also constrain decoding to exactly one well-formed call whose
- *    arguments satisfy the function's parameter schema (one call even when
- *    parallel_tool_calls is true: the grammar has no repetition).
+ *    also constrain decoding to well-formed calls whose arguments satisfy
+ *    the function's parameter schema: one or more (at most
+ *    GRAM_MAX_TOOL_CALLS, "\n" between them) when parallel_tool_calls is
+ *    true or absent, exactly one when it is false.
  *  - a function's parameters must fit the JSON Schema subset only when a
  *    grammar is built from them; with "auto" they are just shown to the
  *    model. */
@@ -174,7 +175,10 @@ static int parse_tools(const kipp_model *m, const json_value *root, api_features
             count = 1;
         }
         kipp_error kerr = {0};
-        if (kipp_grammar_tool_call(m, names + k, params + k, count, &f->grammar, &kerr))
+        /* parallel_tool_calls (OpenAI's default: true) lets the answer be
+         * several calls; false: exactly one */
+        uint32_t max_calls = parallel && parallel->type == JSON_FALSE ? 1 : GRAM_MAX_TOOL_CALLS;
+        if (kipp_grammar_tool_call(m, names + k, params + k, count, max_calls, &f->grammar, &kerr))
             return fail(e, "tools", "cannot constrain the tool call: %s", kerr.message);
     }
     return 0;

@@ -1,8 +1,8 @@
 /* Reasoning / content / tool-call splitting; see chat_output.h.
  *
  * A small state machine over a buffer of bytes not yet decided (pend):
- *   START    (reasoning on) is the output a think block? wait while pend is
- *            a proper prefix of "<think>"
+ *   START    (leading reasoning) is the output a think block? wait while pend
+ *            is a proper prefix of "<think>"; open reasoning starts in REASON
  *   REASON   up to "</think>"; holds back a possible partial tag and the
  *            newlines that may turn out to precede it
  *   CONTENT  up to "<tool_call>" (tools on); holds back a partial tag and
@@ -31,11 +31,30 @@ struct chat_output {
     size_t n_calls, cap_calls;
 };
 
-chat_output *chat_output_create(bool reasoning, bool tools) {
+chat_reasoning chat_reasoning_for(kipp_variant variant, const char *prompt, size_t n,
+                                  bool constrained, bool *close_think) {
+    *close_think = false;
+    if (variant == KIPP_VARIANT_INSTRUCT) return CHAT_REASONING_LEADING;
+    if (variant != KIPP_VARIANT_THINKING_2507 || !kipp_chat_prompt_in_think(prompt, n))
+        return CHAT_REASONING_NONE;
+    if (!constrained) return CHAT_REASONING_OPEN;
+    *close_think = true;
+    return CHAT_REASONING_NONE;
+}
+
+chat_output *chat_output_create(chat_reasoning reasoning, bool tools) {
     chat_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->tools = tools;
-    o->mode = reasoning ? M_START : M_CONTENT;
+    o->mode = reasoning == CHAT_REASONING_LEADING ? M_START
+              : reasoning == CHAT_REASONING_OPEN  ? M_REASON
+                                                  : M_CONTENT;
+    if (reasoning == CHAT_REASONING_OPEN) {
+        /* as after a "<think>" the model wrote: the field is present even
+         * when the block turns out empty; leading newlines are layout */
+        o->reasoned = true;
+        o->skip_nl = true;
+    }
     return o;
 }
 

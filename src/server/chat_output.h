@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "core/json.h"
+#include "kipp.h"
 
 typedef struct chat_tool_call {
     char *name;      /* NUL-terminated */
@@ -32,8 +33,31 @@ typedef struct chat_delta {
 
 typedef struct chat_output chat_output;
 
-/* reasoning: look for a leading think block; tools: parse tool calls. */
-chat_output *chat_output_create(bool reasoning, bool tools);
+/* Where reasoning can be: nowhere (instruct-2507, base, completions); a
+ * leading "<think>...</think>" block the model opens itself (the hybrid
+ * Qwen3 template); or from the first byte up to "</think>", when the
+ * rendered prompt already opened the block (Qwen3-*-Thinking-2507's
+ * template ends with "<think>\n", so the output holds only the close). */
+typedef enum chat_reasoning {
+    CHAT_REASONING_NONE,
+    CHAT_REASONING_LEADING,
+    CHAT_REASONING_OPEN,
+} chat_reasoning;
+
+/* Where a chat answer's reasoning is, from the checkpoint's variant and the
+ * rendered prompt: the hybrid template (instruct) leaves the think block to
+ * the model; Qwen3-*-Thinking-2507's prompt opens it; instruct-2507 (and
+ * base) never reason. `constrained`: a grammar constrains the output from
+ * its first byte, which then cannot be reasoning; if the prompt opened a
+ * think block, *close_think is set and the caller appends CHAT_CLOSE_THINK
+ * to the prompt (the empty block the hybrid template writes for
+ * enable_thinking=false), and the answer has no reasoning. */
+#define CHAT_CLOSE_THINK "\n</think>\n\n"
+chat_reasoning chat_reasoning_for(kipp_variant variant, const char *prompt, size_t n,
+                                  bool constrained, bool *close_think);
+
+/* tools: parse tool calls (outside the reasoning). */
+chat_output *chat_output_create(chat_reasoning reasoning, bool tools);
 void chat_output_destroy(chat_output *o);
 void chat_output_push(chat_output *o, const char *text, size_t n, chat_delta *d);
 /* End of generation: everything held back is released. */

@@ -36,6 +36,17 @@
  * client that vanished entirely runs to its end (a stream notices at its
  * next chunk).
  *
+ * Loading: the listener opens before the model is loaded, so that a router
+ * or an orchestrator sees a live process that is not ready yet rather than
+ * a refused connection. cfg->load runs on a loader thread, which wakes the
+ * loop through a pipe when it returns; until then the loop answers
+ * /healthz (liveness) 200, /health (readiness) 503 + Retry-After, /metrics
+ * (kipp_model_loaded 0, every other series at zero) and each /v1 endpoint
+ * 503 "the model is loading". The scheduler and the parse worker exist
+ * only after the load: nothing that needs the model can run before. A
+ * failed load ends the loop with an error; a signal during the load ends it
+ * at once (nothing is in flight), after the loader thread is joined.
+ *
  * Drain (SIGTERM/SIGINT): the listener closes, idle connections close, and
  * requests in flight (running, queued or parsing) may finish within
  * shutdown_timeout; then each is cancelled with a final event - a stream
@@ -50,6 +61,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +146,18 @@ typedef struct conn {
 
 struct server {
     const server_config *cfg;
-    kipp_model *model;
-    sched *sched;
-    parse_worker *worker;
+    kipp_model *model;    /* NULL until loaded */
+    sched *sched;         /* NULL until loaded */
+    parse_worker *worker; /* NULL until loaded */
+    /* The loader thread: load_rc and load_out are written by it and read
+     * here only after pthread_join (which orders them); load_pipe wakes the
+     * loop when it is done. */
+    bool loaded, loader_running;
+    pthread_t loader;
+    int load_pipe[2];
+    int load_rc;
+    server_model load_out;
+    double load_started;
     api_limits limits;
     http_limits http;
     int listen_fd;
@@ -389,7 +411,8 @@ static void append_histogram(json_buf *b, const char *name, const char *help,
 static void handle_metrics(conn *c) {
     server *s = c->srv;
     sched_metrics m;
-    sched_get_metrics(s->sched, &m);
+    if (s->sched) sched_get_metrics(s->sched, &m);
+    else memset(&m, 0, sizeof m); /* still loading: nothing happened yet */
     json_buf b = {0};
     kipp_json_buf_appendf(&b, "# HELP kipp_http_requests_total HTTP requests by endpoint.\n"
                          "# TYPE kipp_http_requests_total counter\n");
@@ -403,6 +426,8 @@ static void handle_metrics(conn *c) {
                          (unsigned long long)s->status_class[k]);
     const kipp_pool_stats *ps = &m.pool;
     struct { const char *name, *type, *help; unsigned long long v; } rows[] = {
+        {"kipp_model_loaded", "gauge",
+         "1 once the model is loaded and requests are served; 0 while it loads.", s->loaded},
         /* Request-level names of DESIGN §8 / issue 10 (what a router reads). */
         {"kipp_requests_total", "counter", "Completion requests accepted by the scheduler.",
          m.jobs_submitted},
@@ -649,6 +674,28 @@ static bool is_control(const http_request *req) {
            http_path_is(req, "/metrics");
 }
 
+/* Every /v1 endpoint before the model is loaded (a probe can tell this
+ * from an overloaded server by /health, and retry). */
+static void respond_loading(conn *c) {
+    respond_error_with(c, 503, NULL, "the model is loading; retry shortly (GET /health is 200 "
+                       "once it is loaded)", "Retry-After: 1\r\n");
+}
+
+static void handle_health(conn *c, bool readiness) {
+    server *s = c->srv;
+    if (readiness && !s->loaded) {
+        respond_loading(c);
+        return;
+    }
+    json_buf b = {0};
+    kipp_json_buf_appendf(&b, "{\"status\":\"%s\",\"model\":", s->loaded ? "ok" : "loading");
+    kipp_json_buf_append_string(&b, s->cfg->model_id, strlen(s->cfg->model_id));
+    kipp_json_buf_appendf(&b, ",\"synthetic\":%s,\"loaded\":%s}",
+                          s->cfg->synthetic ? "true" : "false", s->loaded ? "true" : "false");
+    respond_json(c, 200, &b);
+    kipp_json_buf_free(&b);
+}
+
 static void route(conn *c, const http_request *req) {
     server *s = c->srv;
     if (c->reserve && !is_control(req)) {
@@ -661,13 +708,15 @@ static void route(conn *c, const http_request *req) {
         s->requests[EP_MODELS]++;
         if (!http_method_is(req, "GET")) respond_error_with(c, 405, NULL, "/v1/models/{id} "
                                                             "accepts GET only", "Allow: GET\r\n");
+        else if (!s->loaded) respond_loading(c);
         else handle_model(c, req);
         return;
     }
     static const struct { const char *path, *method; endpoint ep; } ROUTES[] = {
+        /* /healthz: liveness, 200 whenever the loop runs. /health:
+         * readiness, what routers probe (llm-d, Kubernetes): 503 until the
+         * model is loaded. */
         {"/healthz", "GET", EP_HEALTH},
-        /* /health: what routers probe (llm-d, Kubernetes). The model is loaded
-         * before the listener opens, so it is 200 whenever it answers. */
         {"/health", "GET", EP_HEALTH},
         {"/metrics", "GET", EP_METRICS},
         {"/v1/models", "GET", EP_MODELS},
@@ -684,16 +733,14 @@ static void route(conn *c, const http_request *req) {
             respond_error_with(c, 405, NULL, msg, allow);
             return;
         }
+        endpoint ep = ROUTES[i].ep;
+        if (!s->loaded && ep != EP_HEALTH && ep != EP_METRICS) {
+            respond_loading(c);
+            return;
+        }
         json_buf b = {0};
-        switch (ROUTES[i].ep) {
-        case EP_HEALTH:
-            kipp_json_buf_appendf(&b, "{\"status\":\"ok\",\"model\":");
-            kipp_json_buf_append_string(&b, kipp_model_checkpoint(s->model)->id,
-                                   strlen(kipp_model_checkpoint(s->model)->id));
-            kipp_json_buf_appendf(&b, ",\"synthetic\":%s}",
-                             kipp_model_checkpoint(s->model)->synthetic ? "true" : "false");
-            respond_json(c, 200, &b);
-            break;
+        switch (ep) {
+        case EP_HEALTH: handle_health(c, !strcmp(ROUTES[i].path, "/health")); break;
         case EP_METRICS: handle_metrics(c); break;
         case EP_MODELS:
             api_format_models(&b, s->model, (long long)time(NULL));
@@ -780,6 +827,7 @@ static void conn_close(conn *c) {
     close(c->fd);
     free(c->in);
     kipp_json_buf_free(&c->out);
+    api_response_ctx_free(&c->ctx); /* a job cut short never reached end_job */
     free_job_buffers(c);
     server *s = c->srv;
     memset(c, 0, sizeof *c);
@@ -1056,48 +1104,104 @@ static void tend(conn *c, double t) {
     }
 }
 
+/* ---- loading ------------------------------------------------------------------ */
+
+static void *loader_main(void *arg) {
+    server *s = arg;
+    s->load_rc = s->cfg->load(s->cfg->load_arg, &s->load_out);
+    char one = 1;
+    (void)!write(s->load_pipe[1], &one, 1);
+    return NULL;
+}
+
+/* Starts the loader thread with SIGINT and SIGTERM blocked in it (and in
+ * the threads it starts, e.g. the cpu backend's workers), so that a signal
+ * interrupts the loop's poll() rather than a thread that never looks. */
+static bool start_loader(server *s) {
+    if (pipe(s->load_pipe)) {
+        fprintf(stderr, "kipp serve: pipe: %s\n", strerror(errno));
+        return false;
+    }
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    s->load_started = now();
+    int rc = pthread_create(&s->loader, NULL, loader_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        fprintf(stderr, "kipp serve: cannot start the loader thread: %s\n", strerror(rc));
+        close(s->load_pipe[0]);
+        close(s->load_pipe[1]);
+        return false;
+    }
+    s->loader_running = true;
+    return true;
+}
+
+static void join_loader(server *s) {
+    if (!s->loader_running) return;
+    pthread_join(s->loader, NULL);
+    s->loader_running = false;
+    close(s->load_pipe[0]);
+    close(s->load_pipe[1]);
+}
+
+/* The loader is done: start what needs the model. Returns 0 when the
+ * server now serves, 1 when the load (or the start after it) failed. */
+static int finish_load(server *s) {
+    join_loader(s);
+    if (s->load_rc) return 1; /* the load said why */
+    const server_config *cfg = s->cfg;
+    s->model = s->load_out.model;
+    s->limits.context = s->load_out.context;
+    sched_config sc = {.max_sequences = cfg->max_sequences,
+                       .prefill_chunk = 256, .step_prefill_budget = 512,
+                       .kv_quant = cfg->kv_quant, .spec = s->load_out.spec};
+    kipp_error err = {0};
+    if (sched_create(s->model, &sc, &s->sched, &err)) {
+        fprintf(stderr, "kipp serve: %s\n", err.message);
+        return 1;
+    }
+    if (parse_worker_start(s->model, &s->limits, &s->worker)) {
+        fprintf(stderr, "kipp serve: cannot start the parse worker thread\n");
+        return 1;
+    }
+    s->loaded = true;
+    fprintf(stderr, "kipp serve: ready (model loaded in %.2f s)\n", now() - s->load_started);
+    fflush(stderr);
+    return 0;
+}
+
 int server_run(const server_config *cfg) {
     static server s; /* large (connections); one per process */
     memset(&s, 0, sizeof s);
     s.cfg = cfg;
-    s.model = cfg->model;
-    s.limits.context = cfg->context;
     s.http = (http_limits){.max_head_bytes = MAX_HEAD_BYTES, .max_body_bytes = cfg->max_body_bytes};
     for (int i = 0; i < N_SLOTS; i++) s.conns[i].srv = &s;
-    sched_config sc = {.max_sequences = cfg->max_sequences,
-                       .prefill_chunk = 256, .step_prefill_budget = 512,
-                       .kv_quant = cfg->kv_quant, .spec = cfg->spec};
-    kipp_error err = {0};
-    if (sched_create(cfg->model, &sc, &s.sched, &err)) {
-        fprintf(stderr, "kipp serve: %s\n", err.message);
-        return 1;
-    }
-    if (parse_worker_start(cfg->model, &s.limits, &s.worker)) {
-        fprintf(stderr, "kipp serve: cannot start the parse worker thread\n");
-        sched_destroy(s.sched);
-        return 1;
-    }
     s.listen_fd = open_listener(cfg);
-    if (s.listen_fd < 0) {
-        parse_worker_stop(s.worker);
-        sched_destroy(s.sched);
+    if (s.listen_fd < 0) return 1;
+    fprintf(stderr, "kipp serve: %s (%s) listening on http://%s:%d\n", cfg->model_id,
+            cfg->variant, cfg->host, bound_port(s.listen_fd));
+    if (cfg->synthetic)
+        fprintf(stderr, "kipp serve: NOTE: %s is a synthetic checkpoint; its weights are random, "
+                "so the text it serves is meaningless\n", cfg->model_id);
+    fflush(stderr);
+    if (!start_loader(&s)) {
+        close(s.listen_fd);
         return 1;
     }
-    const kipp_checkpoint *ck = kipp_model_checkpoint(cfg->model);
-    fprintf(stderr, "kipp serve: %s (%s) listening on http://%s:%d\n", ck->id,
-            kipp_variant_name(ck->variant), cfg->host, bound_port(s.listen_fd));
-    if (ck->synthetic)
-        fprintf(stderr, "kipp serve: NOTE: %s is a synthetic checkpoint; its weights are random, "
-                "so the text it serves is meaningless\n", ck->id);
-    fflush(stderr);
 
-    struct pollfd fds[N_SLOTS + 2];
-    int owner[N_SLOTS + 2];
+    struct pollfd fds[N_SLOTS + 3];
+    int owner[N_SLOTS + 3];
     double drain_deadline = 0;
     size_t in_limit = http_max_request_bytes(&s.http) + 1;
+    int rc = 0;
     for (;;) {
         double t = now();
         if (*cfg->stop >= 2) break;
+        if (*cfg->stop && !s.loaded) break; /* nothing in flight needs a drain */
         if (*cfg->stop && !s.draining) {
             fprintf(stderr, "kipp serve: draining (up to %.1f s)\n", cfg->shutdown_timeout_s);
             fflush(stderr);
@@ -1115,8 +1219,14 @@ int server_run(const server_config *cfg) {
             owner[nf] = -1;
             fds[nf++] = (struct pollfd){.fd = s.listen_fd, .events = POLLIN};
         }
-        owner[nf] = -2;
-        fds[nf++] = (struct pollfd){.fd = parse_worker_fd(s.worker), .events = POLLIN};
+        if (s.worker) {
+            owner[nf] = -2;
+            fds[nf++] = (struct pollfd){.fd = parse_worker_fd(s.worker), .events = POLLIN};
+        }
+        if (s.loader_running) {
+            owner[nf] = -3;
+            fds[nf++] = (struct pollfd){.fd = s.load_pipe[0], .events = POLLIN};
+        }
         for (int i = 0; i < N_SLOTS; i++) {
             conn *c = &s.conns[i];
             if (!c->used) continue;
@@ -1130,13 +1240,15 @@ int server_run(const server_config *cfg) {
             owner[nf] = i;
             fds[nf++] = (struct pollfd){.fd = c->fd, .events = ev};
         }
-        int timeout = sched_busy(s.sched) || s.more_work ? 0 : IDLE_POLL_MS;
+        bool busy = s.sched && sched_busy(s.sched);
+        int timeout = busy || s.more_work ? 0 : IDLE_POLL_MS;
         s.more_work = false;
         int n = poll(fds, (nfds_t)nf, timeout);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "kipp serve: poll: %s\n", strerror(errno));
             break;
         }
+        bool load_done = false;
         for (int k = 0; n > 0 && k < nf; k++) {
             short re = fds[k].revents;
             if (!re) continue;
@@ -1148,6 +1260,10 @@ int server_run(const server_config *cfg) {
                 collect_parsed(&s);
                 continue;
             }
+            if (owner[k] == -3) {
+                load_done = true;
+                continue;
+            }
             conn *c = &s.conns[owner[k]];
             if (!c->used) continue;
             bool alive = true;
@@ -1156,7 +1272,12 @@ int server_run(const server_config *cfg) {
             if (!alive) conn_close(c);
             else if (c->state == C_READING) process_input(c);
         }
-        if (sched_busy(s.sched)) sched_step(s.sched);
+        if (load_done && finish_load(&s)) {
+            /* A load abandoned because a signal came is a clean stop. */
+            if (!*cfg->stop) rc = 1;
+            break;
+        }
+        if (s.sched && sched_busy(s.sched)) sched_step(s.sched);
         /* Flush what the step produced, serve pipelined requests, retire. */
         t = now();
         for (int i = 0; i < N_SLOTS; i++)
@@ -1165,8 +1286,14 @@ int server_run(const server_config *cfg) {
     for (int i = 0; i < N_SLOTS; i++)
         if (s.conns[i].used) conn_close(&s.conns[i]);
     if (s.listen_fd >= 0) close(s.listen_fd);
-    parse_worker_stop(s.worker);
-    sched_destroy(s.sched);
-    fprintf(stderr, "kipp serve: stopped\n");
-    return 0;
+    if (s.loader_running) {
+        fprintf(stderr, "kipp serve: waiting for the model load to end\n");
+        fflush(stderr);
+        join_loader(&s);
+    }
+    if (s.worker) parse_worker_stop(s.worker);
+    if (s.sched) sched_destroy(s.sched);
+    fprintf(stderr, rc ? "kipp serve: the model could not be loaded; stopped\n"
+                       : "kipp serve: stopped\n");
+    return rc;
 }

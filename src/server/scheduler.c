@@ -95,6 +95,10 @@ struct sched {
     kipp_eval_item *items;  /* [max_sequences] */
     seq **item_seq;         /* [max_sequences] */
     sched_job **item_job;
+    /* [max_sequences] each: one step's drafting, all sequences at once */
+    kipp_spec **d_sps;
+    int32_t *d_pending, **d_toks;
+    uint32_t *d_max, *d_n;
     sched_metrics m;
 };
 
@@ -143,7 +147,13 @@ int sched_create(kipp_model *model, const sched_config *config, sched **out, kip
     s->items = calloc(n, sizeof *s->items);
     s->item_seq = calloc(n, sizeof *s->item_seq);
     s->item_job = calloc(n, sizeof *s->item_job);
-    if (!s->logits || !s->raw || !s->items || !s->item_seq || !s->item_job) {
+    s->d_sps = calloc(n, sizeof *s->d_sps);
+    s->d_pending = calloc(n, sizeof *s->d_pending);
+    s->d_toks = calloc(n, sizeof *s->d_toks);
+    s->d_max = calloc(n, sizeof *s->d_max);
+    s->d_n = calloc(n, sizeof *s->d_n);
+    if (!s->logits || !s->raw || !s->items || !s->item_seq || !s->item_job || !s->d_sps ||
+        !s->d_pending || !s->d_toks || !s->d_max || !s->d_n) {
         sched_destroy(s);
         return fail(err, KIPP_E_MEMORY, "scheduler: out of memory for logits");
     }
@@ -205,6 +215,11 @@ void sched_destroy(sched *s) {
     free(s->items);
     free(s->item_seq);
     free(s->item_job);
+    free(s->d_sps);
+    free(s->d_pending);
+    free(s->d_toks);
+    free(s->d_max);
+    free(s->d_n);
     free(s);
 }
 
@@ -650,9 +665,42 @@ static seq *newest_running(sched *s, sched_job **job) {
     return best;
 }
 
+/* Drafts for every speculating choice that decodes this step, in ONE
+ * kipp_spec_draft_batch call: a draft model's evals are batched across
+ * choices. Drafted once per step: a retry after a preemption reuses the
+ * draft (the drafter has advanced over it). Drafts past max_tokens would be
+ * waste and could pass the capacity. item_seq / item_job serve as scratch
+ * (build_items fills them afterwards). */
+static void draft_all(sched *s) {
+    size_t n = 0;
+    for (sched_job *j = s->active_head; j; j = j->next) {
+        if (j->failed) continue;
+        for (uint32_t c = 0; c < j->n_choices; c++) {
+            seq *q = &j->seqs[c];
+            if (q->state != SEQ_RUN || !q->spec || q->n_draft || q->n_toks - q->done != 1)
+                continue;
+            s->d_sps[n] = q->spec;
+            s->d_pending[n] = q->toks[q->n_toks - 1];
+            s->d_max[n] = j->max_tokens - q->generated - 1;
+            s->d_toks[n] = q->draft;
+            s->item_seq[n] = q;
+            s->item_job[n] = j;
+            n++;
+        }
+    }
+    if (n == 0) return;
+    kipp_error err = {0};
+    if (kipp_spec_draft_batch(s->d_sps, n, s->d_pending, s->d_max, s->d_toks, s->d_n, &err)) {
+        for (size_t i = 0; i < n; i++) fail_job(s->item_job[i], "speculation failed", err.message);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) s->item_seq[i]->n_draft = s->d_n[i];
+}
+
 /* One item per running choice: the chunk of toks[done..n_toks) this step
  * evaluates. Returns the number of items. */
 static size_t build_items(sched *s) {
+    draft_all(s);
     size_t n = 0;
     uint32_t budget = s->cfg.step_prefill_budget;
     for (sched_job *j = s->active_head; j; j = j->next) {
@@ -662,20 +710,7 @@ static size_t build_items(sched *s) {
             if (q->state != SEQ_RUN) continue;
             uint32_t left = q->n_toks - q->done, take = 1;
             float *rows = s->logits + n * (size_t)s->rows_per_item * KIPP_VOCAB_SIZE;
-            if (left == 1 && q->spec) {
-                /* Drafted once per step: a retry after a preemption reuses
-                 * the draft (the drafter has advanced over it). Drafts past
-                 * max_tokens would be waste and could pass the capacity. */
-                if (!q->n_draft) {
-                    uint32_t k = 0, max = j->max_tokens - q->generated - 1;
-                    kipp_error err = {0};
-                    if (kipp_spec_draft(q->spec, q->toks[q->n_toks - 1], max, q->draft, &k,
-                                        &err)) {
-                        fail_job(j, "speculation failed", err.message);
-                        break;
-                    }
-                    q->n_draft = k;
-                }
+            if (left == 1 && q->spec) { /* drafted by draft_all */
                 s->items[n] = (kipp_eval_item){q->session, q->draft, q->n_draft, q->n_draft,
                                                rows};
                 s->item_seq[n] = q;

@@ -6,6 +6,12 @@
 // Regenerate (from the repository root):
 //   node tests/node/gen_chat_golden.mjs build/cache/tokenizer-qwen3/tokenizer_config.json \
 //        > tests/vectors/chat/qwen3_chatml_golden.json
+//
+// The same conversations under Qwen3-4B-Thinking-2507's template (its
+// tokenizer_config.json at the registry's revision 768f209d, kept with its
+// SHA-256 in tests/vectors/chat/) give the thinking-2507 goldens:
+//   node tests/node/gen_chat_golden.mjs tests/vectors/chat/qwen3-4b-thinking-2507.tokenizer_config.json \
+//        > tests/vectors/chat/qwen3_thinking_2507_chatml_golden.json
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Template } from "@huggingface/jinja";
@@ -36,6 +42,9 @@ const conversations = [
     [u("a"), s("late system"), u("b")],
     [u("nested <think>a</think> b </think> c"), a("pre<think>x<think>y\n</think>\nmid</think>\n\npost")],
     [u("")],
+    // thinking-2507 output fed back: only the closing tag (its prompt opened the block)
+    [u("q1"), a("step one\nstep two\n</think>\n\nthe answer"), u("q2")],
+    [u("q"), a("\nthoughts\n\n</think>\n\nfinal")],
 ];
 
 const cases = [];
@@ -51,5 +60,5 @@ for (const messages of conversations) {
 }
 const sha = createHash("sha256").update(source).digest("hex");
 process.stdout.write(JSON.stringify({ template_sha256: sha, generator:
-    "node tests/node/gen_chat_golden.mjs build/cache/tokenizer-qwen3/tokenizer_config.json",
+    `node tests/node/gen_chat_golden.mjs ${configPath}`,
     cases }, null, 1) + "\n");

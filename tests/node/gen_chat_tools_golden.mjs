@@ -9,6 +9,12 @@
 // Regenerate (from the repository root):
 //   node tests/node/gen_chat_tools_golden.mjs build/cache/tokenizer-qwen3/tokenizer_config.json \
 //        > tests/vectors/chat/qwen3_tools_golden.json
+//
+// The same conversations under Qwen3-4B-Thinking-2507's template (its
+// tokenizer_config.json at the registry's revision 768f209d, kept with its
+// SHA-256 in tests/vectors/chat/) give the thinking-2507 goldens:
+//   node tests/node/gen_chat_tools_golden.mjs tests/vectors/chat/qwen3-4b-thinking-2507.tokenizer_config.json \
+//        > tests/vectors/chat/qwen3_thinking_2507_tools_golden.json
 import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { Template } from "@huggingface/jinja";
@@ -102,5 +108,5 @@ for (const { tools, messages } of conversations) {
 }
 const sha = createHash("sha256").update(source).digest("hex");
 process.stdout.write(JSON.stringify({ template_sha256: sha, generator:
-    "node tests/node/gen_chat_tools_golden.mjs build/cache/tokenizer-qwen3/tokenizer_config.json",
+    `node tests/node/gen_chat_tools_golden.mjs ${configPath}`,
     cases }, null, 1) + "\n");

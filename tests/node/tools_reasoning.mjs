@@ -6,7 +6,9 @@
 //    tool_calls -> tool result -> next turn) and the stream helper's
 //    assembly of tool-call deltas are real. With "auto" a random model
 //    practically never writes <tool_call>, so parsing free output is
-//    covered by tests/unit/test_chat_output.c instead.
+//    covered by tests/unit/test_chat_output.c instead. parallel_tool_calls:
+//    logit_bias on "\n" makes the model take every call the grammar allows
+//    (16 when parallel, 1 when not), each validated by ajv.
 //  - reasoning: a random model does not write <think>...</think> by itself;
 //    logit_bias on the <think>/</think> tokens makes the output start with a
 //    think block, and the streamed reasoning_content/content must equal the
@@ -59,8 +61,9 @@ function checkCall(call, what, name) {
 // ---- round trip: required -> tool_calls -> tool result -> next turn ---------
 const messages = [{ role: "user", content: "What is the weather in Paris?" }];
 for (const seed of [1, 2, 3]) {
+    // one call: a random model rarely stops between parallel calls (see below)
     const r = await client.chat.completions.create({ messages, tools, tool_choice: "required", seed,
-        temperature: 1, max_tokens: 300 });
+        temperature: 1, max_tokens: 300, parallel_tool_calls: false });
     const c = r.choices[0];
     check(c.finish_reason === "tool_calls", "required: finish_reason tool_calls", c);
     check(c.message.content === null && c.message.tool_calls.length === 1, "required: one call, no content", c.message);
@@ -79,10 +82,40 @@ for (const seed of [1, 2, 3]) {
     check(r3.usage.prompt_tokens < r2.usage.prompt_tokens, "tool_choice none renders no tools", [r2.usage, r3.usage]);
 }
 
+// ---- parallel_tool_calls --------------------------------------------------------
+// logit_bias +100 on "\n" (198): once a call is complete the grammar allows
+// the end or "\n" (the separator before another call), so the biased model
+// takes every call the grammar allows: 16 (GRAM_MAX_TOOL_CALLS) when
+// parallel_tool_calls is true or absent, exactly 1 when it is false. Inside a
+// call "\n" is allowed only where the format puts it, so the calls stay valid.
+for (const [parallel, want, tc] of [[undefined, 16, "required"], [true, 16, "required"],
+                                    [false, 1, "required"],
+                                    [true, 16, { type: "function", function: { name: "search" } }],
+                                    [false, 1, { type: "function", function: { name: "search" } }]]) {
+    const body = { messages, tools, tool_choice: tc, seed: 11, temperature: 1, max_tokens: 3000,
+                   logit_bias: { 198: 100 } };
+    if (parallel !== undefined) body.parallel_tool_calls = parallel;
+    const what = `parallel_tool_calls ${parallel} ${JSON.stringify(tc)}`;
+    const r = await client.chat.completions.create(body);
+    const c = r.choices[0];
+    check(c.finish_reason === "tool_calls", `${what}: finish_reason`, c);
+    check(c.message.tool_calls.length === want, `${what}: ${want} calls`, c.message.tool_calls.length);
+    c.message.tool_calls.forEach((call, i) =>
+        checkCall(call, `${what} call ${i}`, typeof tc === "object" ? tc.function.name : undefined));
+    check(new Set(c.message.tool_calls.map((x) => x.id)).size === want, `${what}: distinct call ids`);
+    // streamed: the same calls, each in its own indexed delta
+    const stream = client.beta.chat.completions.stream({ ...body });
+    const final = await stream.finalChatCompletion();
+    const sc = final.choices[0];
+    check(sc.message.tool_calls.length === want &&
+          sc.message.tool_calls.every((x, i) => x.function.arguments === c.message.tool_calls[i].function.arguments),
+          `${what}: stream = non-stream`, [sc.message.tool_calls.length, want]);
+}
+
 // ---- a named function ------------------------------------------------------------
 for (const name of ["search", "get_weather"]) {
     const r = await client.chat.completions.create({ messages, tools, seed: 5, temperature: 1, max_tokens: 300,
-        tool_choice: { type: "function", function: { name } } });
+        tool_choice: { type: "function", function: { name } }, parallel_tool_calls: false });
     check(r.choices[0].finish_reason === "tool_calls", `named ${name}: finish_reason`, r.choices[0]);
     checkCall(r.choices[0].message.tool_calls[0], `named ${name}`, name);
 }
@@ -90,7 +123,7 @@ for (const name of ["search", "get_weather"]) {
 // ---- streamed tool-call deltas, assembled by the client's stream helper -----------
 for (const seed of [7, 8]) {
     const stream = client.beta.chat.completions.stream({ messages, tools, seed, temperature: 1, max_tokens: 300,
-        tool_choice: { type: "function", function: { name: "get_weather" } } });
+        tool_choice: { type: "function", function: { name: "get_weather" } }, parallel_tool_calls: false });
     let deltas = 0;
     stream.on("chunk", (ch) => { if (ch.choices[0]?.delta?.tool_calls) deltas++; });
     const final = await stream.finalChatCompletion();
@@ -100,7 +133,7 @@ for (const seed of [7, 8]) {
     const streamed = checkCall(c.message.tool_calls[0], `stream seed ${seed}`, "get_weather");
     // the same seed without streaming gives the same call
     const r = await client.chat.completions.create({ messages, tools, seed, temperature: 1, max_tokens: 300,
-        tool_choice: { type: "function", function: { name: "get_weather" } } });
+        tool_choice: { type: "function", function: { name: "get_weather" } }, parallel_tool_calls: false });
     check(JSON.stringify(JSON.parse(r.choices[0].message.tool_calls[0].function.arguments)) === JSON.stringify(streamed),
           "stream and non-stream calls agree", [r.choices[0].message, c.message]);
 }

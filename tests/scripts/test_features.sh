@@ -7,33 +7,15 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$INSTRUCT" ] || { echo "SKIP(missing): fixture $INSTRUCT missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-node -e 'require("ajv")' 2>/dev/null || { echo "SKIP(missing): ajv missing (npm ci, or NODE_PATH)"; exit 77; }
+. tests/scripts/server_scratch.sh
+need_fixture "$INSTRUCT"
+need_tool node
+need_node_module openai
+need_node_module ajv
 
-T=$(mktemp -d)
-PID=""
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-"$KIPP" serve -m "$INSTRUCT" --port 0 --threads 1 2>"$T/serve.log" &
-PID=$!
-i=0
-while ! grep -qs "listening on" "$T/serve.log"; do
-    i=$((i + 1))
-    if [ $i -gt 100 ] || ! kill -0 $PID 2>/dev/null; then
-        echo "FAIL: server did not start:"; cat "$T/serve.log"; exit 1
-    fi
-    sleep 0.1
-done
-port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/serve.log")
-export INSTRUCT_URL="http://127.0.0.1:$port" KIPP MODEL="$INSTRUCT"
-fail=0
+start_server serve -m "$INSTRUCT" --threads 1
+export INSTRUCT_URL="http://127.0.0.1:$PORT_serve" KIPP MODEL="$INSTRUCT"
 timeout 600 node tests/node/tools_reasoning.mjs || { echo "FAIL: tools_reasoning.mjs"; fail=1; }
 timeout 900 node tests/node/structured_output.mjs || { echo "FAIL: structured_output.mjs"; fail=1; }
+stop_servers
 exit $fail

@@ -6,36 +6,17 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
+. tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$NGINX" ] || { echo "SKIP(missing): nginx is not installed (Debian package nginx)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
-
-T=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+need_tool "$NGINX" "Debian package nginx"
+need_tool node
+need_node_module openai
+need_tool python3
 
 start() {
     name=$1; shift
-    "$KIPP" serve -m "$MODEL" --port 0 --threads 1 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    eval "PORT_$name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")"
+    start_server "$name" -m "$MODEL" --threads 1 "$@"
 }
 start r1
 start r2
@@ -81,3 +62,5 @@ until curl -sf --max-time 2 "http://127.0.0.1:$LB_PORT/health" >/dev/null; do
 done
 LB_URL="http://127.0.0.1:$LB_PORT" R1_URL="http://127.0.0.1:$PORT_r1" R2_URL="http://127.0.0.1:$PORT_r2" \
 SINGLE_URL="http://127.0.0.1:$PORT_single" timeout 600 node tests/node/replicas.mjs || exit 1
+stop_servers
+exit $fail

@@ -7,14 +7,11 @@ BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-for f in "$BASE" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
-done
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$BASE" "$INSTRUCT"
+need_tool node
+need_node_module openai
+need_tool curl
 
 # ---- CLI errors -------------------------------------------------------------
 "$KIPP" serve --help | grep -q "loopback" || bad "serve --help"
@@ -25,19 +22,9 @@ command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exi
 # start NAME MODEL [ARGS]: starts a server on a free port; sets PORT_<NAME>.
 start() {
     name=$1 model=$2; shift 2
-    "$KIPP" serve -m "$model" --port 0 --threads 1 --max-body 65536 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
+    start_server "$name" -m "$model" --threads 1 --max-body 65536 "$@"
+    eval "port=\$PORT_$name"
     curl -sf --max-time 5 "http://127.0.0.1:$port/healthz" >/dev/null || { echo "FAIL: $name /healthz"; exit 1; }
-    eval "PORT_$name=$port"
 }
 start base "$BASE" --max-sessions 4 --kv-budget 8192
 start instruct "$INSTRUCT"
@@ -93,10 +80,9 @@ REF_DIR="$T" LOGITS_FILE="$T/logits.f32" N_GEN=$N_GEN BASE_PROMPT="$BASE_PROMPT"
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
 curl -sf --max-time 5 "http://127.0.0.1:$PORT_base/metrics" | grep -q "^kipp_active_sessions 0" || bad "metrics after the run"
 
-# Graceful shutdown on SIGTERM.
-for p in $PIDS; do kill -TERM "$p"; done
-for p in $PIDS; do wait "$p" || bad "server exit status after SIGTERM"; done
-PIDS=""
+# Graceful shutdown on SIGTERM: exit status 0 (a sanitizer build's leak
+# report at exit fails here).
+stop_servers
 grep -q "stopped" "$T/base.log" || bad "no clean stop"
 [ $fail -eq 0 ] || { echo "--- base server log"; cat "$T/base.log"; }
 exit $fail

@@ -8,37 +8,15 @@
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 MODEL=$BUILD/models/synthetic-tiny-instruct.gguf
-[ -f "$MODEL" ] || { echo "SKIP(missing): fixture $MODEL missing (run make fixtures)"; exit 77; }
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-
-T=$(mktemp -d)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail=0
+. tests/scripts/server_scratch.sh
+need_fixture "$MODEL"
+need_tool node
+need_node_module openai
 
 # start NAME ARGS...: sets PORT_<NAME> and PID_<NAME>.
 start() {
     name=$1; shift
-    "$KIPP" serve -m "$MODEL" --port 0 --threads 1 "$@" 2>"$T/$name.log" &
-    pid=$!
-    PIDS="$PIDS $pid"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $pid 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    eval "PORT_$name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")"
-    eval "PID_$name=$pid"
+    start_server "$name" -m "$MODEL" --threads 1 "$@"
 }
 start main --ctx 512 --max-body 2097152 --header-timeout 1 --body-timeout 1 --send-timeout 1 --idle-timeout 30
 start drain --ctx 512 --shutdown-timeout 10
@@ -63,6 +41,7 @@ for name in drain cut; do
     [ $rc -eq 0 ] || { echo "FAIL: server $name exit status $rc after SIGTERM"; fail=1; }
     grep -q "draining" "$T/$name.log" && grep -q "stopped" "$T/$name.log" || { echo "FAIL: $name did not drain and stop"; fail=1; }
 done
+stop_servers # main
 if [ $fail -ne 0 ]; then
     for name in main drain cut; do echo "--- $name server log"; tail -n 20 "$T/$name.log"; done
 fi

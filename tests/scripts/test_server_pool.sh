@@ -8,29 +8,15 @@ BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-for f in "$BASE" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
-done
-command -v node >/dev/null || { echo "SKIP(missing): node is not installed"; exit 77; }
-[ -d node_modules/openai ] || { echo "SKIP(missing): node_modules/openai missing (npm ci)"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$BASE" "$INSTRUCT"
+need_tool node
+need_node_module openai
+need_tool curl
 
 start() {
     name=$1 model=$2; shift 2
-    "$KIPP" serve -m "$model" --port 0 --threads 2 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")
-    eval "PORT_$name=$port"
+    start_server "$name" -m "$model" --threads 2 "$@"
 }
 start dflt "$INSTRUCT"
 # synthetic-tiny: 2 layers * 4096 B * 32 = 256 KiB a block; 2 MiB = 8 blocks.
@@ -61,5 +47,6 @@ grep -q '^kipp_time_to_first_token_seconds_bucket{le="+Inf"}' "$T/metrics.txt" |
 grep -q '^kipp_time_per_output_token_seconds_bucket{le="+Inf"}' "$T/metrics.txt" || bad "no TPOT histogram"
 
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
+stop_servers
 [ $fail -eq 0 ] || { echo "--- default server log"; tail -20 "$T/dflt.log"; echo "--- small server log"; tail -20 "$T/small.log"; }
 exit $fail

@@ -10,13 +10,10 @@ KIPP=${KIPP:-$BUILD/kipp}
 BASE=$BUILD/models/synthetic-tiny.gguf
 DRAFT=$BUILD/models/synthetic-tiny.scale4_gs32.gguf
 INSTRUCT=$BUILD/models/synthetic-tiny-instruct.gguf
-for f in "$BASE" "$DRAFT" "$INSTRUCT"; do
-    [ -f "$f" ] || { echo "SKIP(missing): fixture $f missing (run make fixtures)"; exit 77; }
-done
-command -v curl >/dev/null || { echo "SKIP(missing): curl is not installed"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP(missing): python3 is not installed"; exit 77; }
-
 . tests/scripts/server_scratch.sh
+need_fixture "$BASE" "$DRAFT" "$INSTRUCT"
+need_tool curl
+need_tool python3
 
 # ---- CLI ------------------------------------------------------------------------
 "$KIPP" generate --help | grep -q -- "--spec-max" || bad "generate --help lacks --spec-max"
@@ -61,17 +58,7 @@ cmp -s "$T/chat.out" "$T/chat.ref" || bad "chat at the capacity limit differs wi
 # ---- server -----------------------------------------------------------------------
 start() {
     name=$1; shift
-    "$KIPP" serve -m "$BASE" --port 0 --threads 2 --max-sessions 4 "$@" 2>"$T/$name.log" &
-    PIDS="$PIDS $!"
-    i=0
-    while ! grep -qs "listening on" "$T/$name.log"; do
-        i=$((i + 1))
-        if [ $i -gt 100 ] || ! kill -0 $! 2>/dev/null; then
-            echo "FAIL: server $name did not start:"; cat "$T/$name.log"; exit 1
-        fi
-        sleep 0.1
-    done
-    eval "PORT_$name=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log")"
+    start_server "$name" -m "$BASE" --threads 2 --max-sessions 4 "$@"
 }
 start lookup --spec lookup
 start draft --draft-model "$DRAFT"
@@ -120,5 +107,6 @@ PY
     [ "${items:-0}" -gt "${calls:-0}" ] || bad "server $name: requests were never batched"
 done
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
+stop_servers
 [ $fail -eq 0 ] || { cat "$T/lookup.log" "$T/draft.log"; }
 exit $fail

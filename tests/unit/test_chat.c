@@ -1,7 +1,11 @@
 /* ChatML rendering against goldens from an independent engine:
  * tests/vectors/chat/qwen3_chatml_golden.json holds conversations rendered by
  * @huggingface/jinja from the Qwen3 template (generator command inside the
- * file). Every case must match byte for byte. Then the public entry point:
+ * file). Every case must match byte for byte. The same conversations under
+ * Qwen3-4B-Thinking-2507's template (qwen3_thinking_2507_*_golden.json) must
+ * match the thinking-2507 renderer; that template is the one in the pinned
+ * copy of the checkpoint's tokenizer_config.json (SHA-256 below, the file at
+ * the registry's revision). Then the public entry point:
  * the instruct fixture's own template must be the one the goldens came from
  * (SHA-256), and a base checkpoint must refuse to render. */
 #include <math.h>
@@ -16,6 +20,12 @@
 
 #define GOLDEN "tests/vectors/chat/qwen3_chatml_golden.json"
 #define TOOLS_GOLDEN "tests/vectors/chat/qwen3_tools_golden.json"
+#define GOLDEN_2507 "tests/vectors/chat/qwen3_thinking_2507_chatml_golden.json"
+#define TOOLS_GOLDEN_2507 "tests/vectors/chat/qwen3_thinking_2507_tools_golden.json"
+#define CONFIG_2507 "tests/vectors/chat/qwen3-4b-thinking-2507.tokenizer_config.json"
+/* Qwen/Qwen3-4B-Thinking-2507 tokenizer_config.json at revision
+ * 768f209d9ea81521153ed38c47d515654e938aea */
+#define CONFIG_2507_SHA "60adcfc35f5f251e19a196ec977b4ca0fcfb534852911b3196d68d5e3b146aa0"
 #define MAX_CALLS 64 /* tool calls over one conversation */
 
 static void show_diff(const char *want, size_t wn, const char *got, size_t gn) {
@@ -78,11 +88,11 @@ static long load_messages(const json_value *arr, kipp_chat_message *msgs, size_t
     return (long)arr->as.array.count;
 }
 
-static void test_goldens(char template_sha[65]) {
+static void test_goldens(const char *path, kipp_chat_template tpl, char template_sha[65]) {
     kipp_error err = {0};
     char *data = NULL;
     size_t size = 0;
-    CHECKF(kipp_read_file(GOLDEN, &data, &size, &err) == 0, "%s", err.message);
+    CHECKF(kipp_read_file(path, &data, &size, &err) == 0, "%s", err.message);
     if (!data) return;
     json_doc *doc = NULL;
     CHECKF(kipp_json_parse(data, size, &doc, &err) == 0, "%s", err.message);
@@ -111,27 +121,28 @@ static void test_goldens(char template_sha[65]) {
         if (n <= 0 || !want) continue;
         char *got = NULL;
         size_t got_n = 0;
-        int rc = kipp_chat_render_qwen3(msgs, (size_t)n, gen, think, &got, &got_n, &err);
-        CHECKF(rc == 0, "case %zu: %s", i, err.message);
+        int rc = kipp_chat_render_qwen3_template(tpl, msgs, (size_t)n, NULL, 0, gen, think, &got,
+                                                 &got_n, &err);
+        CHECKF(rc == 0, "%s case %zu: %s", path, i, err.message);
         if (rc) continue;
         bool same = got_n == want->as.string.length && !memcmp(got, want->as.string.chars, got_n);
-        CHECKF(same, "case %zu differs from the Jinja rendering", i);
+        CHECKF(same, "%s case %zu differs from the Jinja rendering", path, i);
         if (!same) show_diff(want->as.string.chars, want->as.string.length, got, got_n);
         matched += same;
         free(got);
     }
-    fprintf(stderr, "test_chat: %zu/%zu golden renderings match\n", matched, total);
+    fprintf(stderr, "test_chat: %zu/%zu golden renderings match (%s)\n", matched, total, path);
     kipp_json_free(doc);
     free(data);
 }
 
 /* The tool conversations: tools printed by kipp_chat_tojson, rendered with
  * tool calls and results. */
-static void test_tool_goldens(const char *template_sha) {
+static void test_tool_goldens(const char *path, kipp_chat_template tpl, const char *template_sha) {
     kipp_error err = {0};
     char *data = NULL;
     size_t size = 0;
-    CHECKF(kipp_read_file(TOOLS_GOLDEN, &data, &size, &err) == 0, "%s", err.message);
+    CHECKF(kipp_read_file(path, &data, &size, &err) == 0, "%s", err.message);
     json_doc *doc = NULL;
     if (!data || kipp_json_parse(data, size, &doc, &err)) {
         CHECKF(0, "%s", err.message);
@@ -167,12 +178,12 @@ static void test_tool_goldens(const char *template_sha) {
         const json_value *want = kipp_json_get_type(c, "expected", JSON_STRING);
         char *got = NULL;
         size_t got_n = 0;
-        int rc = kipp_chat_render_qwen3_tools(msgs, (size_t)n, tools, n_tools, gen, think, &got,
-                                              &got_n, &err);
-        CHECKF(rc == 0, "tool case %zu: %s", i, err.message);
+        int rc = kipp_chat_render_qwen3_template(tpl, msgs, (size_t)n, tools, n_tools, gen, think,
+                                                 &got, &got_n, &err);
+        CHECKF(rc == 0, "%s tool case %zu: %s", path, i, err.message);
         if (!rc && want) {
             bool same = got_n == want->as.string.length && !memcmp(got, want->as.string.chars, got_n);
-            CHECKF(same, "tool case %zu differs from the Jinja rendering", i);
+            CHECKF(same, "%s tool case %zu differs from the Jinja rendering", path, i);
             if (!same) show_diff(want->as.string.chars, want->as.string.length, got, got_n);
             matched += same;
         }
@@ -180,7 +191,7 @@ static void test_tool_goldens(const char *template_sha) {
         for (size_t k = 0; k < n_tools; k++) kipp_json_buf_free(&tj[k]);
     }
     free_calls();
-    fprintf(stderr, "test_chat: %zu/%zu golden tool renderings match\n", matched, total);
+    fprintf(stderr, "test_chat: %zu/%zu golden tool renderings match (%s)\n", matched, total, path);
     kipp_json_free(doc);
     free(data);
 }
@@ -247,10 +258,89 @@ static void test_models(const char *golden_sha) {
     }
 }
 
+static void sha_hex(const void *p, size_t n, char hex[65]) {
+    kipp_sha256 s;
+    uint8_t d[32];
+    kipp_sha256_init(&s);
+    kipp_sha256_update(&s, p, n);
+    kipp_sha256_final(&s, d);
+    kipp_sha256_hex(d, hex);
+}
+
+/* The thinking-2507 template: the pinned tokenizer_config.json, and the
+ * SHA-256 of its chat_template (what the goldens record). */
+static void template_2507_sha(char out[65]) {
+    kipp_error err = {0};
+    char *data = NULL, hex[65];
+    size_t size = 0;
+    out[0] = 0;
+    CHECKF(kipp_read_file(CONFIG_2507, &data, &size, &err) == 0, "%s", err.message);
+    if (!data) return;
+    sha_hex(data, size, hex);
+    CHECKF(!strcmp(hex, CONFIG_2507_SHA), "%s has SHA-256 %s, pinned %s", CONFIG_2507, hex,
+           CONFIG_2507_SHA);
+    json_doc *doc = NULL;
+    CHECKF(kipp_json_parse(data, size, &doc, &err) == 0, "%s", err.message);
+    const json_value *t = doc ? kipp_json_get_type(kipp_json_root(doc), "chat_template",
+                                                   JSON_STRING) : NULL;
+    CHECK(t != NULL);
+    if (t) {
+        sha_hex(t->as.string.chars, t->as.string.length, out);
+        /* what the renderer assumes: it ends by opening a think block and never
+         * reads enable_thinking */
+        {
+            const char *end = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n"
+                              "<think>\\n' }}\n{%- endif %}";
+            size_t k = strlen(end);
+            CHECK(t->as.string.length >= k &&
+                  !memcmp(t->as.string.chars + t->as.string.length - k, end, k));
+            CHECK(strstr(t->as.string.chars, "enable_thinking") == NULL);
+        }
+    }
+    kipp_json_free(doc);
+    free(data);
+}
+
+/* kipp_chat_prompt_in_think decides whether output starts as reasoning. */
+static void test_prompt_in_think(void) {
+    kipp_error err = {0};
+    kipp_chat_message msgs[3] = {
+        {.role = "user", .content = "q", .content_length = 1},
+        {.role = "assistant", .content = "r\n</think>\n\na", .content_length = 13},
+        {.role = "user", .content = "q2", .content_length = 2},
+    };
+    struct { kipp_chat_template tpl; bool think; size_t n; bool want; } cases[] = {
+        {KIPP_CHAT_QWEN3_THINKING_2507, true, 1, true},
+        {KIPP_CHAT_QWEN3_THINKING_2507, false, 1, true}, /* enable_thinking does not apply */
+        {KIPP_CHAT_QWEN3_THINKING_2507, true, 3, true},
+        {KIPP_CHAT_QWEN3_HYBRID, true, 1, false},  /* the model opens its own block */
+        {KIPP_CHAT_QWEN3_HYBRID, false, 1, false}, /* empty block, closed */
+        {KIPP_CHAT_QWEN3_HYBRID, true, 3, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *t = NULL;
+        size_t n = 0;
+        CHECK(kipp_chat_render_qwen3_template(cases[i].tpl, msgs, cases[i].n, NULL, 0, true,
+                                              cases[i].think, &t, &n, &err) == 0);
+        CHECKF(kipp_chat_prompt_in_think(t, n) == cases[i].want, "prompt case %zu", i);
+        free(t);
+    }
+    CHECK(!kipp_chat_prompt_in_think("", 0));
+    CHECK(!kipp_chat_prompt_in_think(NULL, 0));
+    CHECK(kipp_chat_prompt_in_think("a</think><think>", 16));
+    CHECK(!kipp_chat_prompt_in_think("<think></think>", 15));
+}
+
 int main(void) {
-    char sha[65] = "";
-    test_goldens(sha);
-    test_tool_goldens(sha);
+    char sha[65] = "", sha_2507[65] = "", golden_2507[65] = "";
+    test_goldens(GOLDEN, KIPP_CHAT_QWEN3_HYBRID, sha);
+    test_tool_goldens(TOOLS_GOLDEN, KIPP_CHAT_QWEN3_HYBRID, sha);
+    template_2507_sha(sha_2507);
+    test_goldens(GOLDEN_2507, KIPP_CHAT_QWEN3_THINKING_2507, golden_2507);
+    CHECKF(!strcmp(golden_2507, sha_2507), "thinking-2507 goldens from template %s, the pinned "
+           "tokenizer_config.json holds %s", golden_2507, sha_2507);
+    test_tool_goldens(TOOLS_GOLDEN_2507, KIPP_CHAT_QWEN3_THINKING_2507, sha_2507);
+    test_prompt_in_think();
     test_errors();
     test_models(sha);
     return test_finish("test_chat");

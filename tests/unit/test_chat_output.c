@@ -26,7 +26,7 @@ static void collect(chat_output *o, chat_delta *d, result *r) {
 }
 
 /* Splits text in pieces at the given cut points (sorted; 0 = none). */
-static void run(const char *text, bool reasoning, bool tools, const size_t *cuts, size_t n_cuts,
+static void run(const char *text, chat_reasoning reasoning, bool tools, const size_t *cuts, size_t n_cuts,
                 result *r) {
     memset(r, 0, sizeof *r);
     kipp_json_buf_append(&r->reasoning, "", 0);
@@ -58,9 +58,12 @@ static bool same(const json_buf *b, const char *want) {
     return b->length == strlen(want) && !memcmp(b->data, want, b->length);
 }
 
+#define OPEN CHAT_REASONING_OPEN
+
 typedef struct tcase {
     const char *text;
-    bool reasoning, tools;
+    chat_reasoning reasoning; /* false/true: none/leading */
+    bool tools;
     const char *want_reasoning, *want_content, *want_calls;
 } tcase;
 
@@ -87,7 +90,57 @@ static const tcase CASES[] = {
     {"text <tool_ca", false, true, "", "text <tool_ca", ""},
     {"a  \n", false, true, "", "a  \n", ""},
     {"Grüße 🌍 <think>", true, true, "", "Grüße 🌍 <think>", ""},
+    /* thinking-2507: the prompt opened the block, the output only closes it */
+    {"step\nmore\n</think>\n\nanswer", OPEN, false, "step\nmore", "answer", ""},
+    {"\n\nstep</think>answer\n", OPEN, true, "step", "answer\n", ""},
+    {"unterminated thought\n", OPEN, true, "unterminated thought\n", "", ""},
+    {"</think>\n\nquick", OPEN, false, "", "quick", ""},
+    {"<think>x</think>y", OPEN, false, "<think>x", "y", ""},
+    {"r\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+     OPEN, true, "r", "", "f({\"a\": 1});"},
+    {"a <tool_call>\n{\"name\": \"f\"}\n</tool_call> b</think>c", OPEN, true,
+     "a <tool_call>\n{\"name\": \"f\"}\n</tool_call> b", "c", ""},
+    /* instruct-2507 (no reasoning): a stray close tag is content */
+    {"a</think>b", false, true, "", "a</think>b", ""},
 };
+
+/* The server's choice of splitting, per variant and rendered prompt. */
+static void test_reasoning_for(void) {
+    static const char HYBRID[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n";
+    static const char NOTHINK[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n"
+                                  "<think>\n\n</think>\n\n";
+    static const char T2507[] = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n";
+    static const struct {
+        kipp_variant v;
+        const char *prompt;
+        bool constrained;
+        chat_reasoning want;
+        bool close;
+    } C[] = {
+        {KIPP_VARIANT_INSTRUCT, HYBRID, false, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_INSTRUCT, NOTHINK, false, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_INSTRUCT, HYBRID, true, CHAT_REASONING_LEADING, false},
+        {KIPP_VARIANT_THINKING_2507, T2507, false, CHAT_REASONING_OPEN, false},
+        {KIPP_VARIANT_THINKING_2507, T2507, true, CHAT_REASONING_NONE, true},
+        {KIPP_VARIANT_THINKING_2507, NOTHINK, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_INSTRUCT_2507, T2507, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_INSTRUCT_2507, HYBRID, false, CHAT_REASONING_NONE, false},
+        {KIPP_VARIANT_BASE, T2507, false, CHAT_REASONING_NONE, false},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof *C; i++) {
+        bool close = !C[i].close;
+        chat_reasoning got = chat_reasoning_for(C[i].v, C[i].prompt, strlen(C[i].prompt),
+                                                C[i].constrained, &close);
+        CHECKF(got == C[i].want && close == C[i].close, "reasoning_for case %zu: %d %d", i,
+               (int)got, (int)close);
+    }
+    /* closing the 2507 prompt gives a prompt no longer inside a think block */
+    char closed[sizeof T2507 + sizeof CHAT_CLOSE_THINK];
+    snprintf(closed, sizeof closed, "%s%s", T2507, CHAT_CLOSE_THINK);
+    bool close = true;
+    CHECK(chat_reasoning_for(KIPP_VARIANT_THINKING_2507, closed, strlen(closed), false, &close) ==
+              CHAT_REASONING_NONE && !close);
+}
 
 int main(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
@@ -101,7 +154,8 @@ int main(void) {
                (int)whole.content.length, whole.content.data);
         CHECKF(same(&whole.calls, c->want_calls), "case %zu calls '%.*s'", i,
                (int)whole.calls.length, whole.calls.data);
-        CHECK(whole.had_reasoning == (c->reasoning && !strncmp(c->text, "<think>", 7)));
+        CHECK(whole.had_reasoning == (c->reasoning == OPEN ||
+                                      (c->reasoning && !strncmp(c->text, "<think>", 7))));
         /* every two-piece split, then byte by byte */
         size_t cuts[512];
         for (size_t k = 1; k < n; k++) {
@@ -121,5 +175,6 @@ int main(void) {
         free_result(&r);
         free_result(&whole);
     }
+    test_reasoning_for();
     return test_finish("test_chat_output");
 }

@@ -300,6 +300,127 @@ static void expect_refused(kipp_model *target, const char *path, const char *wha
     kipp_model_close(d);
 }
 
+/* The lookup drafter on contexts with a known answer: a cycle drafts K
+ * tokens continuing it (the copy runs past the context's end into the
+ * draft itself), a period-3 cycle keeps its phase, and no match drafts
+ * nothing. */
+static void lookup_drafts(kipp_model *m, const int32_t *ctx, size_t n, int32_t pending,
+                          uint32_t max, int32_t *toks, uint32_t *got) {
+    kipp_spec *sp = NULL;
+    kipp_error err = {0};
+    kipp_sampling s = kipp_sampling_default();
+    kipp_spec_options o = {KIPP_SPEC_LOOKUP, 8, false, NULL, 0, 0};
+    *got = 0;
+    CHECK(kipp_spec_create(m, &o, &s, &sp, &err) == KIPP_OK);
+    if (!sp) return;
+    CHECK(kipp_spec_set_context(sp, ctx, n, &err) == KIPP_OK);
+    CHECK(kipp_spec_draft(sp, pending, max, toks, got, &err) == KIPP_OK);
+    kipp_spec_destroy(sp);
+}
+
+static void lookup_suite(void) {
+    kipp_model *m = open_model("synthetic-tiny", KIPP_BACKEND_CPU);
+    CHECK(m);
+    if (!m) return;
+    int32_t toks[1 + KIPP_SPEC_MAX_DRAFT];
+    uint32_t n = 0;
+    const int32_t flat[] = {11, 12, 13, 7, 7, 7};
+    lookup_drafts(m, flat, 6, 7, 8, toks, &n);
+    CHECKF(n == 9, "period-1 cycle: %u tokens (want pending + 8 drafts)", n);
+    for (uint32_t i = 0; i < n; i++) CHECK(toks[i] == 7);
+    const int32_t tri[] = {40, 41, 1, 2, 3, 1, 2, 3, 1};
+    lookup_drafts(m, tri, 9, 2, 7, toks, &n);
+    CHECKF(n == 8, "period-3 cycle: %u tokens (want pending + 7 drafts)", n);
+    const int32_t want[] = {2, 3, 1, 2, 3, 1, 2, 3};
+    for (uint32_t i = 0; i < n && i < 8; i++) CHECKF(toks[i] == want[i], "period-3 token %u: %d", i, toks[i]);
+    const int32_t none[] = {1, 2, 3, 4, 5, 6};
+    lookup_drafts(m, none, 6, 9, 8, toks, &n);
+    CHECKF(n == 1 && toks[0] == 9, "no match: %u tokens", n);
+    kipp_model_close(m);
+}
+
+/* kipp_spec_draft_batch == each sequence drafting alone: three sequences
+ * (two with the draft model, contexts longer than a catch-up chunk, one
+ * with lookup), greedy and sampled q; then the argument checks. */
+static void make_ctx(int32_t *ctx, size_t n, uint64_t seed) {
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ctx[i] = (int32_t)(x % 5000) + 200;
+    }
+}
+
+static void batch_suite(void) {
+    kipp_model *m = open_model("synthetic-tiny", KIPP_BACKEND_CPU);
+    kipp_model *d = open_model("synthetic-tiny.scale4_gs32", KIPP_BACKEND_CPU);
+    CHECK(m && d);
+    if (!m || !d) {
+        kipp_model_close(m);
+        kipp_model_close(d);
+        return;
+    }
+    enum { NS = 3 };
+    static int32_t ctx[NS][200];
+    const size_t len[NS] = {150, 37, 90};
+    for (int i = 0; i < NS; i++) make_ctx(ctx[i], len[i], 1000u + (uint64_t)i);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        kipp_spec *alone[NS] = {0}, *batch[NS] = {0};
+        kipp_error err = {0};
+        for (int i = 0; i < NS; i++) {
+            kipp_sampling s = kipp_sampling_default();
+            s.temperature = sampled ? 1.5f : 0.0f;
+            s.seed = 77u + (uint64_t)i;
+            kipp_spec_options o = {i == 1 ? KIPP_SPEC_LOOKUP : KIPP_SPEC_DRAFT, i == 1 ? 8u : 4u,
+                                   false, i == 1 ? NULL : d, 0, 0};
+            CHECK(kipp_spec_create(m, &o, &s, &alone[i], &err) == KIPP_OK);
+            CHECK(kipp_spec_create(m, &o, &s, &batch[i], &err) == KIPP_OK);
+            if (!alone[i] || !batch[i]) goto done;
+            CHECK(kipp_spec_set_context(alone[i], ctx[i], len[i], &err) == KIPP_OK);
+            CHECK(kipp_spec_set_context(batch[i], ctx[i], len[i], &err) == KIPP_OK);
+        }
+        for (int round = 0; round < 2; round++) {
+            int32_t ta[NS][1 + KIPP_SPEC_MAX_DRAFT], tb[NS][1 + KIPP_SPEC_MAX_DRAFT];
+            int32_t pend[NS];
+            uint32_t na[NS], nb[NS], max[NS] = {16, 16, 3};
+            int32_t *tbp[NS];
+            for (int i = 0; i < NS; i++) {
+                /* Round 1 starts from draft sessions that hold the context
+                 * (rolled back over round 0's drafts, as after a verify). */
+                CHECK(kipp_spec_set_context(alone[i], ctx[i], len[i], &err) == KIPP_OK);
+                CHECK(kipp_spec_set_context(batch[i], ctx[i], len[i], &err) == KIPP_OK);
+                pend[i] = ctx[i][(size_t)round * 5 % len[i]];
+                tbp[i] = tb[i];
+                CHECK(kipp_spec_draft(alone[i], pend[i], max[i], ta[i], &na[i], &err) == KIPP_OK);
+            }
+            CHECK(kipp_spec_draft_batch(batch, NS, pend, max, tbp, nb, &err) == KIPP_OK);
+            for (int i = 0; i < NS; i++) {
+                CHECKF(na[i] == nb[i] && !memcmp(ta[i], tb[i], na[i] * sizeof(int32_t)),
+                       "%s round %d sequence %d: batched draft (%u tokens) differs from alone (%u)",
+                       sampled ? "sampled" : "greedy", round, i, nb[i], na[i]);
+                if (i != 1) CHECKF(na[i] == 1 + (i == 2 ? 3u : 4u), "sequence %d drafted %u", i, na[i]);
+            }
+        }
+        /* The same sequence twice is refused. */
+        {
+            kipp_spec *twice[2] = {batch[0], batch[0]};
+            int32_t t0[1 + KIPP_SPEC_MAX_DRAFT], t1[1 + KIPP_SPEC_MAX_DRAFT], *tp[2] = {t0, t1};
+            int32_t pend[2] = {5, 6};
+            uint32_t max[2] = {4, 4}, nn[2];
+            CHECK(kipp_spec_draft_batch(twice, 2, pend, max, tp, nn, &err) == KIPP_E_ARGUMENT);
+            CHECK(strstr(err.message, "also sequence") != NULL);
+        }
+    done:
+        for (int i = 0; i < NS; i++) {
+            kipp_spec_destroy(alone[i]);
+            kipp_spec_destroy(batch[i]);
+        }
+    }
+    kipp_model_close(d);
+    kipp_model_close(m);
+}
+
 static void tokenizer_suite(void) {
     char path[512], out[512];
     snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
@@ -374,6 +495,8 @@ int main(void) {
         return 77;
     }
     fclose(f);
+    lookup_suite();
+    batch_suite();
     tokenizer_suite();
     gate_suite();
     greedy_suite();
