@@ -43,7 +43,8 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
         }
     }
     return kipp_fail(err, KIPP_E_ARGUMENT,
-                     "unknown cpu kernel tier '%s' (auto, avx512bf16, avx512, avx2, generic)", name);
+                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic, opt-in avx512bf16)",
+                     name);
 }
 
 int kipp_model_open_with(const char *path, const kipp_model_options *options,

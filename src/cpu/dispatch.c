@@ -1,5 +1,6 @@
-/* Kernel tier selection: the best tier the processor (and the OS, which
- * must save the wider registers) supports, or the one the caller forced
+/* Kernel tier selection: the best FP32-activation tier the processor (and
+ * the OS, which must save the wider registers) supports -- never the
+ * opt-in avx512bf16 -- or the one the caller forced
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
@@ -69,18 +70,25 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
 
 const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size) {
     if (isa == KIPP_CPU_ISA_AUTO) {
-        if (has_avx512bf16()) return AVX512BF16_TABLE;
+        /* Never avx512bf16: it rounds activations to BF16, and its logits
+         * may then pick another argmax than the oracle at a near-tie,
+         * which DESIGN section 7 forbids for the default. Opt-in only
+         * (docs/ARCHITECTURE.md, "Kernel tiers"). */
         if (has_avx512()) return AVX512_TABLE;
         if (has_avx2()) return AVX2_TABLE;
         return &kipp_cpu_kernels_generic;
     }
     const char *name = kipp_cpu_isa_name(isa);
     if (!name) {
-        snprintf(why, why_size, "unknown kernel tier %d (use auto, avx512bf16, avx512, avx2 or generic)",
+        snprintf(why, why_size,
+                 "unknown kernel tier %d (use auto, avx512, avx2, generic or the opt-in avx512bf16)",
                  (int)isa);
         return NULL;
     }
     const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(name);
-    if (!k) snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier", name);
+    if (!k)
+        snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier%s", name,
+                 isa == KIPP_CPU_ISA_AVX512BF16 ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_BF16)"
+                                                : "");
     return k;
 }

@@ -288,6 +288,28 @@ static void test_pool(void) {
     }
 }
 
+/* auto is the best exact tier this processor has, never the opt-in
+ * avx512bf16 (its BF16 activations may flip an oracle near-tie; DESIGN
+ * section 7, docs/ARCHITECTURE.md). Forcing avx512bf16 opens it where
+ * CPUID has it and is refused with a message naming AVX512_BF16 elsewhere.
+ * Both regardless of KIPP_CPU_ISA: dispatch.c reads no environment. */
+static void test_auto_tier(void) {
+    const char *best = "generic";
+    if (!test_tier_lacks("avx2")) best = "avx2";
+    if (!test_tier_lacks("avx512")) best = "avx512";
+    char why[192] = "";
+    const kipp_cpu_kernels *k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AUTO, why, sizeof why);
+    CHECKF(k && strcmp(k->name, best) == 0 && !k->act_bf16, "auto picks %s, want %s",
+           k ? k->name : "nothing", best);
+    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX512BF16, why, sizeof why);
+    if (!test_tier_lacks("avx512bf16"))
+        CHECKF(k && strcmp(k->name, "avx512bf16") == 0 && k->act_bf16, "forced avx512bf16: %s",
+               k ? k->name : why);
+    else
+        CHECKF(!k && strstr(why, "avx512bf16") && strstr(why, "AVX512_BF16"),
+               "avx512bf16 without the extension: %s", k ? k->name : why);
+}
+
 int main(void) {
     int ran = 0;
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
@@ -301,6 +323,7 @@ int main(void) {
     }
     CHECK(ran >= 1);
     CHECK(kipp_cpu_kernels_by_name("nonsense") == NULL);
+    test_auto_tier();
     test_pool();
     return test_finish("test_cpu_kernels");
 }
