@@ -73,7 +73,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, siz
         /* Never avx512bf16: it rounds activations to BF16, and its logits
          * may then pick another argmax than the oracle at a near-tie,
          * which DESIGN section 7 forbids for the default. Opt-in only
-         * (docs/ARCHITECTURE.md, "Kernel tiers"). */
+         * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
         if (has_avx512()) return AVX512_TABLE;
         if (has_avx2()) return AVX2_TABLE;
         return &kipp_cpu_kernels_generic;
