@@ -43,7 +43,7 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
         }
     }
     return kipp_fail(err, KIPP_E_ARGUMENT,
-                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic, opt-in avx512bf16)",
+                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic, avx512bf16)",
                      name);
 }
 

@@ -81,7 +81,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, siz
     const char *name = kipp_cpu_isa_name(isa);
     if (!name) {
         snprintf(why, why_size,
-                 "unknown kernel tier %d (use auto, avx512, avx2, generic or the opt-in avx512bf16)",
+                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16)",
                  (int)isa);
         return NULL;
     }

@@ -2,9 +2,9 @@
  * compiles this file, and only this file, with those flags; dispatch.c
  * calls into it only after CPUID says the processor has them. It uses no
  * AVX512_BF16 instruction, so it runs on every AVX-512 processor (Skylake-X
- * on); where AVX512_BF16 exists, auto picks kernels_avx512bf16.c instead,
- * and this tier stays selectable (cpu_isa avx512) as the one whose matmuls
- * keep activations in FP32.
+ * on), and auto picks it on every one, AVX512_BF16 or not: its matmuls
+ * keep activations in FP32, so its argmax is the oracle's (DESIGN section
+ * 7). kernels_avx512bf16.c is the opt-in alternative (cpu_isa avx512bf16).
  *
  * Matmul: BF16 weights widened to FP32 (exact) in registers, FP32
  * activations, FP32 FMA. Per 32-value chunk of K, two FMAs into ONE

@@ -1,7 +1,9 @@
 /* AVX-512 BF16 tier (F, BW, VL, DQ + AVX512_BF16): matmuls on vdpbf16ps.
  * The Makefile compiles this file, and only this file, with -mavx512bf16;
- * dispatch.c calls into it only after CPUID reports AVX512_BF16. Auto picks
- * it above `avx512`, which keeps FP32 activations (kernels_avx512.c).
+ * dispatch.c calls into it only after CPUID reports AVX512_BF16. Opt-in
+ * only (cpu_isa avx512bf16): auto picks `avx512`, which keeps FP32
+ * activations (kernels_avx512.c), because the rounding below can flip an
+ * oracle near-tie (docs/ARCHITECTURE.md, "Two AVX-512 tiers").
  * Attention, norms and elementwise ops are kernels_avx512.h's, the same
  * code and numbers as the avx512 tier.
  *

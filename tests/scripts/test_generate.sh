@@ -74,7 +74,7 @@ grep -q "capacity 9 reached" "$T/e" || bad "no capacity stop report: $(cat "$T/e
 
 # --threads: 1 and 2 threads (and -t, and 0 = online cores) give the same
 # bytes; prefill splits rows and columns between threads differently.
-echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (best available)}"
+echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (auto: the best exact tier)}"
 "$KIPP" generate -m "$M" --tokens $P -n 6 --threads 1 --print-ids --all-logits "$T/t1.f32" >"$T/t1" 2>"$T/e" ||
     bad "--threads 1 failed: $(cat "$T/e")"
 "$KIPP" generate -m "$M" --tokens $P -n 6 --threads 2 --print-ids --all-logits "$T/t2.f32" >"$T/t2" 2>"$T/e" ||

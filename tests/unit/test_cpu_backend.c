@@ -53,7 +53,8 @@
  * two oracle near-ties (margins 0.108 and 0.159 logits at rms logit
  * errors 0.075: 1.44x and 2.12x; NMSE 2.2e-5), both excused by that rule
  * (5 of the walk's 186 rows: one of them recurs in 4 gates). The gcc and
- * clang builds' plans flip none (10 and 21 rows are near-ties). synthetic-0.6b (KIPP_TEST_FULL=1) keeps 1e-4
+ * clang builds' plans flip none (10 and 21 rows are near-ties).
+ * synthetic-0.6b (KIPP_TEST_FULL=1) keeps 1e-4
  * on every tier: not measured in this change. */
 #define NMSE_TINY 1e-6
 #define NMSE_TINY_INSTRUCT 5e-6

@@ -35,11 +35,12 @@
  *   tiny.scale4_gs32, bf16 KV       5.0e-8   8.7e-8   7.3e-8   | 3.6e-5
  *   FP32-activation tiers: 1.5e-6, 1e-5, 1e-6 (10x).
  * avx512bf16 (opt-in, never auto) rounds matmul activations to BF16
- * (kernels_avx512bf16.c); 10x its worst would pass DESIGN section 7's
+ * (kernels_avx512bf16.c); 10x its worst would exceed DESIGN section 7's
  * 1e-4, so its bound is 1e-4 -- except tiny.affine4_gs32 with the Q8_0
  * cache, where the two roundings add up: one prefill row measures 1.02e-4
  * on the tier, so that combination gets 3e-4 (3x measured; a
- * wrong activation measures 6.6e-3, test_tiers.h) on this tier only. Its argmax follows test_tiers.h's near-tie rule; measured
+ * wrong activation measures 6.6e-3, test_tiers.h) on this tier only.
+ * Its argmax follows test_tiers.h's near-tie rule; measured
  * (2026-12-01): one prefill row each of tiny.q8_0 and tiny.affine4_gs32
  * flips at an oracle near-tie (margins 0.105 and 0.072 logit against rms
  * logit errors 0.091 and 0.137: 1.15x and 0.53x), excused; 3 and 7 of 43
