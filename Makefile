@@ -63,7 +63,8 @@ PKGCONFIGDIR = $(LIBDIR)/pkgconfig
 # Off x86-64 those files compile to nothing and get no flags.
 ARCH := $(shell uname -m)
 ifneq ($(filter x86_64 amd64,$(ARCH)),)
-$(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+$(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+$(BUILD)/obj/src/cpu/kernels_avx512bf16.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 endif
 
@@ -193,9 +194,14 @@ test-deps:
 # The whole suite again with the cpu backend forced to each lower kernel
 # tier (KIPP_CPU_ISA caps the tiers the tier-looping tests run, and every
 # other cpu-backend test and `kipp` command runs at that tier): what an
-# AVX2-only or a non-x86 machine would see. Logs: $(BUILD)/test-logs-TIER.
+# AVX2-only or a non-x86 machine would see. Where the processor has
+# AVX512_BF16, first a pass with the opt-in avx512bf16 tier forced (auto
+# never picks it, so only this pass runs every cpu-backend test and `kipp`
+# command on it; its oracle gates use that tier's own bounds).
+# Logs: $(BUILD)/test-logs-TIER.
 test-tiers: test-deps
 	@$(MAKE) --no-print-directory all fixtures $(TEST_BINS)
+	if grep -qw avx512_bf16 /proc/cpuinfo; then KIPP_CPU_ISA=avx512bf16 $(TEST_ENV) sh tests/run.sh; fi
 	KIPP_CPU_ISA=avx2 $(TEST_ENV) sh tests/run.sh
 	KIPP_CPU_ISA=generic $(TEST_ENV) sh tests/run.sh
 

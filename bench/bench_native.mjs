@@ -14,14 +14,22 @@
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
 //        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
+//        [--kipp-isa avx512,avx512bf16]
+//
+// --kipp-isa races kipp once per named cpu tier (KIPP_CPU_ISA set for each
+// run; default: KIPP_CPU_ISA if set, else auto) in the same alternation:
+// `--kipp-isa avx512,avx512bf16` puts the default exact tier and the opt-in
+// BF16-activation tier beside llama.cpp in one run. Every kipp run in the
+// record names its tier (kipp_tier), each case's entry has one result per
+// tier (kipp_by_tier), and the table one kipp column pair per tier.
 //
 // --kipp-base adds a second kipp binary (say, a build of the commit before a
-// change) to the alternation, reported as "kipp-base": before/after and
-// llama.cpp in the same run.
+// change) to the alternation (at the first --kipp-isa tier), reported as
+// "kipp-base": before/after and llama.cpp in the same run.
 //
 // Scheme bf16 reads BASE.gguf, every other scheme BASE.SCHEME.gguf (make
-// build/models/synthetic-0.6b.q8_0.gguf ...). KIPP_CPU_ISA is passed through
-// to kipp and recorded.
+// build/models/synthetic-0.6b.q8_0.gguf ...). Without --kipp-isa,
+// KIPP_CPU_ISA is passed through to kipp and recorded.
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync, statSync, openSync, readSync, closeSync, readFileSync } from "node:fs";
 import os from "node:os";
@@ -134,9 +142,21 @@ const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [
 const flags = (field("flags") || "").split(/\s+/);
 const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
 const has = (f) => flags.includes(f);
-const autoTier = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq") && has("avx512_bf16")
-  ? "avx512" : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
-const tier = process.env.KIPP_CPU_ISA || autoTier;
+// The tier kipp's auto picks (src/cpu/dispatch.c decides by CPUID; this
+// mirrors it): the best exact tier, never the opt-in avx512bf16.
+const avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
+const autoTier = avx512 ? "avx512" : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
+const tiers = opt("--kipp-isa", process.env.KIPP_CPU_ISA || "auto").split(",")
+  .map((t) => (t === "auto" || t === "" ? autoTier : t));
+const tierNeeds = { generic: true, avx2: has("avx2") && has("fma") && has("f16c"), avx512,
+                    avx512bf16: avx512 && has("avx512_bf16") };
+for (const t of tiers) {
+  if (!(t in tierNeeds)) { console.error(`bench_native: --kipp-isa: unknown tier ${t} (auto, generic, avx2, avx512, avx512bf16)`); process.exit(2); }
+  if (!tierNeeds[t]) { console.error(`bench_native: --kipp-isa: this processor cannot run tier ${t}`); process.exit(2); }
+}
+if (new Set(tiers).size !== tiers.length) { console.error("bench_native: --kipp-isa names a tier twice"); process.exit(2); }
+const tier = tiers.join("+");
+const tierEnv = (t) => ({ ...process.env, KIPP_CPU_ISA: t });
 
 const record = {
   date: new Date().toISOString(),
@@ -149,7 +169,8 @@ const record = {
     loadavg_start: os.loadavg(),
   },
   compiler: sh("cc", ["--version"])?.split("\n")[0],
-  kipp_tier: tier, kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA),
+  kipp_tier: tier, kipp_tiers: tiers, kipp_auto_tier: autoTier,
+  kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA) || opt("--kipp-isa", null) !== null,
   llama: { bin: llamaBin,
            source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
   kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
@@ -165,12 +186,13 @@ function llamaArgs(file, c) {
   return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
                               : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
 }
-function runKipp(file, c, bin = kipp) {
+function runKipp(file, c, bin = kipp, t = tiers[0]) {
   const a = kippArgs(file, c);
-  const r = spawnSync(bin, a, { encoding: "utf8", maxBuffer: 1 << 24 });
-  if (r.status !== 0) throw new Error(`kipp ${a.join(" ")}: ${r.stderr}`);
+  const r = spawnSync(bin, a, { encoding: "utf8", maxBuffer: 1 << 24, env: tierEnv(t) });
+  if (r.status !== 0) throw new Error(`KIPP_CPU_ISA=${t} kipp ${a.join(" ")}: ${r.stderr}`);
   const j = JSON.parse(r.stdout.trim().split("\n").pop());
-  return { tps: c.kind === "prefill" ? j.prefill_tps : j.decode_tps, command: [bin, ...a].join(" "), raw: j };
+  return { tps: c.kind === "prefill" ? j.prefill_tps : j.decode_tps, command: `KIPP_CPU_ISA=${t} ${[bin, ...a].join(" ")}`,
+           raw: j, tier: t };
 }
 function runLlama(file, c) {
   const a = llamaArgs(file, c);
@@ -202,23 +224,28 @@ for (const scheme of schemes) {
   for (let r = 0; r < rounds; r++) {
     for (const [ci, key] of caseKeys.entries()) {
       const c = allCases[key];
-      const engines = [["kipp", runKipp], ["llama", runLlama]];
+      const engines = [...tiers.map((t) => ["kipp", (f, cc) => runKipp(f, cc, kipp, t)]), ["llama", runLlama]];
       if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase)]);
       if ((r + ci) % 2) engines.reverse();
       for (const [who, fn] of engines) {
         const res = fn(file, c);
-        record.runs.push({ scheme, round: r, case: c.name, engine: who, tps: res.tps, command: res.command,
-                           loadavg: os.loadavg(), result: res.raw });
+        record.runs.push({ scheme, round: r, case: c.name, engine: who, ...(res.tier ? { kipp_tier: res.tier } : {}),
+                           tps: res.tps, command: res.command, loadavg: os.loadavg(), result: res.raw });
         save(false);
-        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${who.padEnd(9)} ${res.tps.toFixed(2)} tok/s\n`);
+        const label = who === "kipp" ? `kipp ${res.tier}` : who;
+        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${label.padEnd(16)} ${res.tps.toFixed(2)} tok/s\n`);
       }
     }
   }
   for (const key of caseKeys) {
     const c = allCases[key];
-    const pick = (who) => record.runs.filter((x) => x.scheme === scheme && x.case === c.name && x.engine === who).map((x) => x.tps);
-    const k = median(pick("kipp")), l = median(pick("llama"));
-    const entry = { case: c.name, kipp_tps: k, llama_tps: l, ratio: k / l };
+    const pick = (who, t) => record.runs.filter((x) => x.scheme === scheme && x.case === c.name && x.engine === who &&
+                                                   (t === undefined || x.kipp_tier === t)).map((x) => x.tps);
+    const l = median(pick("llama"));
+    const byTier = Object.fromEntries(tiers.map((t) => { const v = median(pick("kipp", t)); return [t, { kipp_tps: v, ratio: v / l }]; }));
+    // kipp_tps / ratio: the first tier's, as in records before --kipp-isa.
+    const k = byTier[tiers[0]].kipp_tps;
+    const entry = { case: c.name, kipp_tier: tiers[0], kipp_tps: k, llama_tps: l, ratio: k / l, kipp_by_tier: byTier };
     if (kippBase) { entry.kipp_base_tps = median(pick("kipp-base")); entry.base_ratio = entry.kipp_base_tps / l; }
     if (c.kind === "decode") {
       // Mean context over the 64 decoded tokens.
@@ -226,6 +253,7 @@ for (const scheme of schemes) {
       entry.bytes_per_token = bytes;
       entry.roofline_tps = (bw.read_gb_per_s * 1e9) / bytes;
       entry.kipp_of_roofline = k / entry.roofline_tps;
+      for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
     }
     record.schemes[scheme].cases.push(entry);
   }
@@ -234,11 +262,17 @@ save(true);
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
             `medians of ${rounds} round(s)\n`);
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
-console.log(`| scheme | case | ${baseCols.map((x) => x + " | ").join("")}kipp tok/s | llama.cpp tok/s | kipp / llama | roofline tok/s | kipp / roofline |`);
-console.log(`|---|---|${baseCols.map(() => "---|").join("")}---|---|---|---|---|`);
+const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
+const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`];
+console.log(`| scheme | case | ${cols.join(" | ")} |`);
+console.log(`|---|---|${cols.map(() => "---|").join("")}`);
 for (const [scheme, s] of Object.entries(record.schemes))
-  for (const e of s.cases)
-    console.log(`| ${scheme} | ${e.case} | ${kippBase ? `${e.kipp_base_tps.toFixed(2)} | ${e.base_ratio.toFixed(2)}x | ` : ""}` +
-                `${e.kipp_tps.toFixed(2)} | ${e.llama_tps.toFixed(2)} | ${e.ratio.toFixed(2)}x | ` +
-                `${e.roofline_tps ? e.roofline_tps.toFixed(1) : "-"} | ${e.kipp_of_roofline ? (100 * e.kipp_of_roofline).toFixed(0) + " %" : "-"} |`);
+  for (const e of s.cases) {
+    const cells = [];
+    if (kippBase) cells.push(e.kipp_base_tps.toFixed(2), `${e.base_ratio.toFixed(2)}x`);
+    for (const t of tiers) cells.push(e.kipp_by_tier[t].kipp_tps.toFixed(2), `${e.kipp_by_tier[t].ratio.toFixed(2)}x`);
+    cells.push(e.llama_tps.toFixed(2), e.roofline_tps ? e.roofline_tps.toFixed(1) : "-",
+               e.roofline_tps ? tiers.map((t) => (100 * e.kipp_by_tier[t].kipp_of_roofline).toFixed(0) + " %").join(", ") : "-");
+    console.log(`| ${scheme} | ${e.case} | ${cells.join(" | ")} |`);
+  }
 console.log(`\nrecord: ${out}`);

@@ -121,19 +121,28 @@ typedef enum kipp_backend_kind {
     KIPP_BACKEND_CUDA,
 } kipp_backend_kind;
 
-/* Kernel tier of the cpu backend. AUTO (the default) picks the best tier the
- * processor and OS support: avx512 (with AVX512-BF16), else avx2 (with FMA
- * and F16C), else generic. Asking for a tier this processor cannot run
- * fails kipp_model_open with KIPP_E_BACKEND, never falls back silently.
- * Off x86-64 only AUTO and GENERIC exist. */
+/* Kernel tier of the cpu backend. AUTO (the default) picks the best exact
+ * tier the processor and OS support: avx512 (AVX-512 F/BW/VL/DQ: FP32
+ * activations, FMA), else avx2 (with FMA and F16C), else generic. These
+ * keep DESIGN section 7's contract: the oracle's argmax at every position.
+ * AVX512BF16 is opt-in only, never picked by AUTO: it rounds matmul
+ * activations to BF16 (vdpbf16ps; needs AVX512_BF16 too) for 1.1-1.5x
+ * faster prefill, at logits further from the oracle (NMSE 2-3e-5; the
+ * exact tiers: under 5e-7), which can flip the argmax where the top two
+ * logits nearly tie
+ * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). It comes last in the enum so
+ * the older values keep their numbers. Asking for a tier this processor
+ * cannot run fails kipp_model_open with KIPP_E_BACKEND, never falls back
+ * silently. Off x86-64 only AUTO and GENERIC exist. */
 typedef enum kipp_cpu_isa {
     KIPP_CPU_ISA_AUTO = 0,
     KIPP_CPU_ISA_GENERIC, /* portable scalar C: the kernels' reference */
     KIPP_CPU_ISA_AVX2,
     KIPP_CPU_ISA_AVX512,
+    KIPP_CPU_ISA_AVX512BF16, /* opt-in: BF16 activations (see above) */
 } kipp_cpu_isa;
 
-/* "auto", "generic", "avx2", "avx512" (NULL for values out of range). */
+/* "auto", "generic", "avx2", "avx512", "avx512bf16" (NULL for values out of range). */
 KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
 /* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.
  * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */

@@ -30,21 +30,23 @@ SKIPS=$LOGDIR/skips.tsv # kind, part ("-" for a whole test), reason, test
 : >"$SKIPS"
 passed=0; failed=0; skipped=0; failed_names=""; left_out=0
 
-# The cpu tier every cpu-backend test runs at by default (tests that loop
-# over tiers run every one up to it). From /proc/cpuinfo, for the log only:
-# the kernels choose with CPUID (src/cpu/dispatch.c).
+# The cpu tier every cpu-backend test runs at by default, as auto picks it
+# (never the opt-in avx512bf16; tests that loop over tiers run every one
+# the processor has, avx512bf16 included, up to KIPP_CPU_ISA's when set).
+# From /proc/cpuinfo, for the log only: the kernels choose with CPUID
+# (src/cpu/dispatch.c).
 best_tier() {
     f=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
     has() { case " $f " in *" $1 "*) return 0 ;; esac; return 1; }
-    if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf16 &&
+    if has avx512f && has avx512bw && has avx512vl && has avx512dq &&
        has avx2 && has fma && has f16c; then echo avx512
     elif has avx2 && has fma && has f16c; then echo avx2
     else echo generic; fi
 }
 if [ -n "$KIPP_CPU_ISA" ]; then
-    TIER_NOTE="cpu kernels: KIPP_CPU_ISA=$KIPP_CPU_ISA (forced; this processor's best: $(best_tier))"
+    TIER_NOTE="cpu kernels: KIPP_CPU_ISA=$KIPP_CPU_ISA (forced; auto here: $(best_tier))"
 else
-    TIER_NOTE="cpu kernels: $(best_tier) (this processor's best; KIPP_CPU_ISA unset)"
+    TIER_NOTE="cpu kernels: $(best_tier) (auto: this processor's best exact tier; KIPP_CPU_ISA unset)"
 fi
 echo "$TIER_NOTE"
 

@@ -27,6 +27,7 @@ const char *kipp_cpu_isa_name(kipp_cpu_isa isa) {
     case KIPP_CPU_ISA_GENERIC: return "generic";
     case KIPP_CPU_ISA_AVX2: return "avx2";
     case KIPP_CPU_ISA_AVX512: return "avx512";
+    case KIPP_CPU_ISA_AVX512BF16: return "avx512bf16";
     }
     return NULL;
 }
@@ -34,7 +35,7 @@ const char *kipp_cpu_isa_name(kipp_cpu_isa isa) {
 int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
     if (!name || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_cpu_isa_parse: NULL argument");
     static const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
-                                       KIPP_CPU_ISA_AVX512};
+                                       KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, kipp_cpu_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -42,7 +43,8 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
         }
     }
     return kipp_fail(err, KIPP_E_ARGUMENT,
-                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic)", name);
+                     "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic, avx512bf16)",
+                     name);
 }
 
 int kipp_model_open_with(const char *path, const kipp_model_options *options,

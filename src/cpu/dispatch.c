@@ -1,5 +1,6 @@
-/* Kernel tier selection: the best tier the processor (and the OS, which
- * must save the wider registers) supports, or the one the caller forced
+/* Kernel tier selection: the best FP32-activation tier the processor (and
+ * the OS, which must save the wider registers) supports -- never the
+ * opt-in avx512bf16 -- or the one the caller forced
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
@@ -29,21 +30,31 @@ static bool has_avx2(void) {
     return b & (1u << 5);
 }
 
+/* avx512: F, BW, VL, DQ (kernels_avx512.c uses no BF16 instruction). */
 static bool has_avx512(void) {
     if (!has_avx2()) return false;
     if ((xgetbv0() & 0xe6) != 0xe6) return false; /* + opmask, ZMM state */
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
-    if (!(f && dq && bw && vl)) return false;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-    return a & (1u << 5); /* AVX512_BF16 */
+    return f && dq && bw && vl;
 }
+
+/* avx512bf16: avx512 + AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps). */
+static bool has_avx512bf16(void) {
+    if (!has_avx512()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return a & (1u << 5);
+}
+#define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
 #else
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
+static bool has_avx512bf16(void) { return false; }
+#define AVX512BF16_TABLE NULL
 #define AVX512_TABLE NULL
 #define AVX2_TABLE NULL
 #endif
@@ -53,22 +64,31 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     if (strcmp(name, "generic") == 0) return &kipp_cpu_kernels_generic;
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
+    if (strcmp(name, "avx512bf16") == 0) return has_avx512bf16() ? AVX512BF16_TABLE : NULL;
     return NULL;
 }
 
 const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size) {
     if (isa == KIPP_CPU_ISA_AUTO) {
+        /* Never avx512bf16: it rounds activations to BF16, and its logits
+         * may then pick another argmax than the oracle at a near-tie,
+         * which DESIGN section 7 forbids for the default. Opt-in only
+         * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
         if (has_avx512()) return AVX512_TABLE;
         if (has_avx2()) return AVX2_TABLE;
         return &kipp_cpu_kernels_generic;
     }
     const char *name = kipp_cpu_isa_name(isa);
     if (!name) {
-        snprintf(why, why_size, "unknown kernel tier %d (use auto, avx512, avx2 or generic)",
+        snprintf(why, why_size,
+                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16)",
                  (int)isa);
         return NULL;
     }
     const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(name);
-    if (!k) snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier", name);
+    if (!k)
+        snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier%s", name,
+                 isa == KIPP_CPU_ISA_AVX512BF16 ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_BF16)"
+                                                : "");
     return k;
 }

@@ -1,5 +1,6 @@
 /* The cpu backend's kernel table: one per instruction-set tier (generic C,
- * AVX2+FMA, AVX-512+BF16), chosen once at model creation from CPUID, or
+ * AVX2+FMA, AVX-512 with FP32 activations, AVX-512 with vdpbf16ps on BF16
+ * activations), chosen once at model creation from CPUID, or
  * forced lower through kipp_model_options.cpu_isa (the CLI: KIPP_CPU_ISA).
  *
  * BATCH INVARIANCE. Every kernel computes each output element with an
@@ -15,8 +16,8 @@
  *    block; rows of one session share each loaded block, but a row's
  *    operations and their order are those of the row alone.
  *  - norms and elementwise ops work on one row at a time.
- * Tiers differ from each other (lane width, lane order, fold); each is
- * invariant in itself. */
+ * Tiers differ from each other (lane width, lane order, fold, and on
+ * avx512bf16 activations rounded to BF16); each is invariant in itself. */
 #ifndef KIPP_CPU_KERNELS_H
 #define KIPP_CPU_KERNELS_H
 
@@ -92,7 +93,11 @@ void kipp_cpu_attention_q8_0(const float *q, uint32_t g, const kipp_block_q8_0 *
                              uint32_t n_pos, float scale, float *out, float *scratch);
 
 typedef struct kipp_cpu_kernels {
-    const char *name; /* "generic", "avx2", "avx512" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512bf16" */
+    /* 1 when pack_act rounds activations to BF16 (round to nearest even;
+     * the matmuls then multiply BF16 by BF16 exactly): the tests' scalar
+     * references round the same way. 0: activations stay FP32. */
+    int act_bf16;
     /* Packed activation bytes for a row of k values (a multiple of 64). */
     size_t (*act_bytes)(uint32_t k);
     /* FP32 row -> the format this tier's BF16 matmul reads. */
@@ -116,6 +121,7 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_generic;
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
 
 /* The tier to use: the best the processor supports (KIPP_CPU_ISA_AUTO), or
  * the one asked for. Returns NULL and writes a reason into why (why_size

@@ -74,7 +74,7 @@ grep -q "capacity 9 reached" "$T/e" || bad "no capacity stop report: $(cat "$T/e
 
 # --threads: 1 and 2 threads (and -t, and 0 = online cores) give the same
 # bytes; prefill splits rows and columns between threads differently.
-echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (best available)}"
+echo "cpu tier: KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset (auto: the best exact tier)}"
 "$KIPP" generate -m "$M" --tokens $P -n 6 --threads 1 --print-ids --all-logits "$T/t1.f32" >"$T/t1" 2>"$T/e" ||
     bad "--threads 1 failed: $(cat "$T/e")"
 "$KIPP" generate -m "$M" --tokens $P -n 6 --threads 2 --print-ids --all-logits "$T/t2.f32" >"$T/t2" 2>"$T/e" ||
@@ -111,6 +111,25 @@ KIPP_CPU_ISA=generic "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/
     bad "KIPP_CPU_ISA=generic failed: $(cat "$T/e")"
 [ "$(cat "$T/isa")" = "$(env -u KIPP_CPU_ISA "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids 2>/dev/null)" ] ||
     bad "generic tier gave $(cat "$T/isa")"
+# The opt-in avx512bf16 tier (auto never picks it): runs where the processor
+# has AVX-512 F/BW/VL/DQ + AVX512_BF16, else is refused with a message
+# naming the tier and the missing extension (no silent fallback). Its greedy
+# tokens may differ from the exact tiers' at a near-tie, so only the count
+# is checked here (test_cpu_backend holds its logits to the oracle).
+flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) "
+bf16=yes
+for f in avx512f avx512bw avx512vl avx512dq avx512_bf16; do
+    case "$flags" in *" $f "*) ;; *) bf16=no ;; esac
+done
+KIPP_CPU_ISA=avx512bf16 "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e"
+rc=$?
+if [ $bf16 = yes ]; then
+    [ $rc -eq 0 ] && [ "$(tr ',' '\n' <"$T/isa" | grep -c .)" = 3 ] ||
+        bad "KIPP_CPU_ISA=avx512bf16 on a processor with it: exit $rc, '$(cat "$T/isa")', $(cat "$T/e")"
+else
+    [ $rc -ne 0 ] && grep -q "avx512bf16" "$T/e" && grep -q "AVX512_BF16" "$T/e" ||
+        bad "KIPP_CPU_ISA=avx512bf16 without AVX512_BF16: exit $rc, $(cat "$T/e")"
+fi
 for cmd in "generate --tokens $P -n 1" bench serve chat; do
     # shellcheck disable=SC2086 # $cmd is the subcommand and its arguments
     KIPP_CPU_ISA=sse9 timeout 60 "$KIPP" $cmd -m "$M" >/dev/null 2>"$T/e" </dev/null

@@ -11,7 +11,9 @@
  *   - a scrambled block table == the identity table;
  *   - truncate + resume == the original run.
  *  Against the oracle (`ref`): identical argmax and NMSE <= the model's
- *  bound (plan.nmse_bound, set from measurement) at every prefill position
+ *  bound (plan.nmse_bound, set from measurement; the opt-in avx512bf16
+ *  tier: plan.nmse_bound_bf16 and test_tiers.h's near-tie argmax rule)
+ *  at every prefill position
  *  of a ragged multi-block prompt, at every greedy decode position, after
  *  truncate/resume, with a scrambled table and batched.
  *
@@ -31,17 +33,34 @@
 #define V KIPP_VOCAB_SIZE
 /* Bounds on NMSE vs the oracle, per model: ~10x the worst row measured over
  * every gate below on every tier (2026-12-01, AMD Zen 5; tiers forced):
- *                            generic  avx2     avx512
- *   synthetic-tiny           8.2e-8   8.5e-8   6.7e-8   -> 1e-6
- *   synthetic-tiny-instruct  6.7e-8   4.6e-7   4.6e-7   -> 5e-6
- * (the instruct worst is one row of the 13-token batch companion). The
- * BF16-residual bug (issue 9) measures 2.5e-5 and must fail here; the old
- * bound, 1e-4, let it pass. synthetic-0.6b (KIPP_TEST_FULL=1) keeps the
- * DESIGN section 7 bound, 1e-4: not measured in this change. */
+ *                            generic  avx2     avx512   | avx512bf16
+ *   synthetic-tiny           8.2e-8   8.5e-8   6.7e-8   | 3.2e-5
+ *   synthetic-tiny-instruct  6.7e-8   4.6e-7   4.6e-7   | 2.6e-5
+ *   FP32-activation tiers:   -> 1e-6 (tiny), 5e-6 (tiny-instruct)
+ *   avx512bf16:              -> 1e-4 (DESIGN section 7's bound; 10x would
+ *                               exceed it)
+ * (the instruct worst on the FP32 tiers is one row of the 13-token batch
+ * companion). The BF16-residual bug (issue 9) measures 2.5e-5 and must
+ * fail on the FP32 tiers; the old bound, 1e-4, let it pass. avx512bf16
+ * (opt-in, never auto) rounds every matmul activation to BF16
+ * (kernels_avx512bf16.c), an error of that same size by design, so it has
+ * its own bound (plan .nmse_bound_bf16) and argmax rule (test_tiers.h:
+ * a flip is excused only at an oracle near-tie, margin < 4x the row's rms
+ * logit error, and at most 5% of a tier walk's rows): there the residual
+ * bug is caught by the FP32 tiers, which this test runs on the same
+ * machine first, not by this bound. Measured (2026-12-01): the
+ * thread-sanitizer plan's prompt (L = 36) flips argmax on avx512bf16 at
+ * two oracle near-ties (margins 0.108 and 0.159 logits at rms logit
+ * errors 0.075: 1.44x and 2.12x; NMSE 2.2e-5), both excused by that rule
+ * (5 of the walk's 186 rows: one of them recurs in 4 gates). The gcc and
+ * clang builds' plans flip none (10 and 21 rows are near-ties).
+ * synthetic-0.6b (KIPP_TEST_FULL=1) keeps 1e-4
+ * on every tier: not measured in this change. */
 #define NMSE_TINY 1e-6
 #define NMSE_TINY_INSTRUCT 5e-6
 #define NMSE_DESIGN 1e-4
-static double nmse_bound; /* the current model's */
+#define NMSE_BF16_ACT NMSE_DESIGN
+static double nmse_bound; /* the current model's, for the current tier */
 
 static uint64_t rng_state;
 static int32_t rand_token(void) {
@@ -114,23 +133,30 @@ static double nmse(const float *a, const float *b) {
     return den > 0 ? num / den : num;
 }
 
-static double worst_nmse;
+static double worst_nmse, worst_nmse_bf16; /* exact tiers; avx512bf16 */
+static int tier_bf16;                      /* the current tier rounds activations */
+static test_argmax_tally tally;            /* the current tier walk's */
 
-/* cpu rows vs ref rows: identical argmax and NMSE bound at every row. */
+/* cpu rows vs ref rows: NMSE bound at every row, and the argmax rule of
+ * test_tiers.h (identical on the exact tiers; near-ties excused on the
+ * opt-in BF16-activation tier). */
 static void vs_ref(const char *what, const char *isa, const float *cpu, const float *ref,
                    uint32_t rows) {
     int bad_arg = 0, bad_nmse = 0;
+    long excused0 = tally.excused;
     double worst = 0;
     for (uint32_t r = 0; r < rows; r++) {
         const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
         double e = nmse(a, b);
         if (e > worst) worst = e;
         bad_nmse += !(e <= nmse_bound);
-        bad_arg += argmax(a) != argmax(b);
+        bad_arg += test_argmax_row(isa, what, r, a, b, V, tier_bf16, &tally);
     }
-    if (worst > worst_nmse) worst_nmse = worst;
-    fprintf(stderr, "  %-7s %-28s rows %3u  worst NMSE %.2e  argmax mismatches %d\n", isa, what,
-            rows, worst, bad_arg);
+    double *w = tier_bf16 ? &worst_nmse_bf16 : &worst_nmse;
+    if (worst > *w) *w = worst;
+    fprintf(stderr, "  %-10s %-28s rows %3u  worst NMSE %.2e  argmax mismatches %d (+%ld "
+                    "near-ties excused)\n",
+            isa, what, rows, worst, bad_arg, tally.excused - excused0);
     CHECKF(bad_arg == 0 && bad_nmse == 0, "%s %s: %d argmax mismatches, %d rows over NMSE %g",
            isa, what, bad_arg, bad_nmse, nmse_bound);
 }
@@ -158,7 +184,8 @@ typedef struct plan {
     uint32_t decode; /* greedy decode steps compared with ref */
     uint32_t cut;    /* truncate point */
     uint32_t capacity;
-    double nmse_bound; /* vs the oracle, per row */
+    double nmse_bound;      /* vs the oracle, per row, FP32-activation tiers */
+    double nmse_bound_bf16; /* the same on tiers with act_bf16 (avx512bf16) */
 } plan;
 
 static void run_model(const char *name, plan p) {
@@ -170,8 +197,8 @@ static void run_model(const char *name, plan p) {
         return;
     }
     fclose(f);
-    fprintf(stderr, "%s (NMSE bound %g):\n", name, p.nmse_bound);
-    nmse_bound = p.nmse_bound;
+    fprintf(stderr, "%s (NMSE bound %g; BF16-activation tiers %g):\n", name, p.nmse_bound,
+            p.nmse_bound_bf16);
     rng_state = 0x5eed0000ull + p.L;
     uint32_t T = p.L + p.decode;
     int32_t *prompt = malloc(T * sizeof *prompt), *other1 = malloc(64 * 4), *other2 = malloc(64 * 4);
@@ -205,8 +232,12 @@ static void run_model(const char *name, plan p) {
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
         /* A tier this processor lacks (or KIPP_CPU_ISA leaves out) is a
          * named skip; one it has must open. */
-        if (!test_tier_kernels(t)) continue;
+        const kipp_cpu_kernels *kern = test_tier_kernels(t);
+        if (!kern) continue;
         const char *isa = test_tier_names[t];
+        tier_bf16 = kern->act_bf16;
+        nmse_bound = tier_bf16 ? p.nmse_bound_bf16 : p.nmse_bound;
+        tally = (test_argmax_tally){0};
         double tier_start = kipp_now_seconds();
         kipp_model *m2 = open_model(KIPP_BACKEND_CPU, isa, 2);
         if (!m2) continue;
@@ -301,6 +332,9 @@ static void run_model(const char *name, plan p) {
             kipp_session_destroy(s);
             kipp_model_close(m3);
         }
+        char tl[96];
+        snprintf(tl, sizeof tl, "%s %s", name, isa);
+        test_argmax_tally_check(tl, &tally);
         fprintf(stderr, "  %s: %.1f s\n", isa, kipp_now_seconds() - tier_start);
     }
     free(a);
@@ -331,19 +365,24 @@ static void run_model(const char *name, plan p) {
 int main(void) {
     if (UNDER_TSAN) {
         run_model("synthetic-tiny", (plan){.L = 36, .decode = 2, .cut = 20, .capacity = 64,
-                                           .nmse_bound = NMSE_TINY});
+                                           .nmse_bound = NMSE_TINY,
+                                           .nmse_bound_bf16 = NMSE_BF16_ACT});
         return test_finish("test_cpu_backend (thread-sanitizer plan)");
     }
     run_model("synthetic-tiny", (plan){.L = 45, .decode = 5, .cut = 29, .capacity = 64,
-                                       .nmse_bound = NMSE_TINY});
+                                       .nmse_bound = NMSE_TINY,
+                                           .nmse_bound_bf16 = NMSE_BF16_ACT});
     run_model("synthetic-tiny-instruct", (plan){.L = 41, .decode = 4, .cut = 33, .capacity = 96,
-                                                .nmse_bound = NMSE_TINY_INSTRUCT});
+                                                .nmse_bound = NMSE_TINY_INSTRUCT,
+                                                .nmse_bound_bf16 = NMSE_BF16_ACT});
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0)
         run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64,
-                                           .nmse_bound = NMSE_DESIGN});
+                                           .nmse_bound = NMSE_DESIGN,
+                                           .nmse_bound_bf16 = NMSE_DESIGN});
     else
         fprintf(stderr, "synthetic-0.6b gates: only with KIPP_TEST_FULL=1 (make test-full)\n");
-    fprintf(stderr, "worst NMSE vs ref over all gates and models: %.2e\n", worst_nmse);
+    fprintf(stderr, "worst NMSE vs ref over all gates and models: %.2e (FP32-activation tiers), "
+                    "%.2e (BF16-activation tiers)\n", worst_nmse, worst_nmse_bf16);
     return test_finish("test_cpu_backend");
 }

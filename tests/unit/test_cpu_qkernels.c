@@ -1,9 +1,10 @@
 /* The cpu backend's quantized-weight matmuls (Q8_0, Q4_0, Q4_1) and the
  * Q8_0-KV attention, kernel by kernel, for every tier this processor runs:
  *  - against a double-precision dot of the exactly decoded weights
- *    (kipp_dequantize_*) and the FP32 activations: error per output within
- *    MATMUL_Q_TOL of the row's sum |w||x| (the AVX-512 tier carries
- *    activations as a BF16 hi/lo pair);
+ *    (kipp_dequantize_*) and the activations the tier multiplies (FP32, or
+ *    rounded to BF16 on avx512bf16): error per output within MATMUL_Q_TOL
+ *    of the row's sum |w||x|; at two K, one past the avx512bf16 prefill
+ *    decode buffer;
  *  - batch invariance, bitwise: output (m, n) is the same for every M (1..7,
  *    so every tile shape and remainder), and for any [n0, n1) column range
  *    (odd bounds, so weight-row tile remainders run too);
@@ -20,11 +21,16 @@
 #include "test_tiers.h"
 #include "test_util.h"
 
-enum { K = 256, N = 45, MMAX = 7 };
+/* K_LONG: rows longer than the avx512bf16 tier's prefill decode buffer
+ * (64 KiB of BF16, i.e. K > 8192 leaves under 4 rows), so its fallback
+ * that decodes inside the tiles runs too (Qwen3-4B's down projection has
+ * K = 9728). */
+enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 7 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
- *     q4_1 4.0e-8; avx2 1.9e-8, 2.4e-8, 3.5e-8; avx512 2.6e-8, 2.6e-8, 3.0e-8
+ *     q4_1 4.0e-8; avx2 1.9e-8, 2.4e-8, 3.5e-8; avx512 2.9e-8, 2.6e-8, 3.0e-8;
+ *     avx512bf16 (against BF16-rounded activations) 2.5e-8, 2.0e-8, 2.2e-8
  *   attention over a Q8_0 cache (one kernel for every tier): 1.3e-7 abs on
  *     this seed, 1.7e-7 and 2.2e-7 on two others */
 #define MATMUL_Q_TOL 4e-7
@@ -56,7 +62,7 @@ static kipp_cpu_matmul_q_fn pick(const kipp_cpu_kernels *k, int t) {
     return t == 0 ? k->matmul_q8_0 : t == 1 ? k->matmul_q4_0 : k->matmul_q4_1;
 }
 
-static void check_matmul(const kipp_cpu_kernels *kern) {
+static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     const qtype types[3] = {{"q8_0", sizeof(kipp_block_q8_0), q8q, q8d},
                             {"q4_0", sizeof(kipp_block_q4_0), q40q, q40d},
                             {"q4_1", sizeof(kipp_block_q4_1), q41q, q41d}};
@@ -75,6 +81,10 @@ static void check_matmul(const kipp_cpu_kernels *kern) {
     for (int r = 0; r < MMAX; r++) {
         for (int i = 0; i < K; i++) x[r * K + i] = uni() * (1.0f + (float)r);
         kern->pack_act(x + r * K, K, act + r * stride);
+        /* The reference multiplies what the tier multiplies: on a tier that
+         * rounds activations to BF16 (RNE), the rounded values. */
+        if (kern->act_bf16)
+            for (int i = 0; i < K; i++) x[r * K + i] = kipp_bf16_to_f32(kipp_f32_to_bf16(x[r * K + i]));
     }
     for (int t = 0; t < 3; t++) {
         void *wq = malloc(types[t].block * (K / 32) * N);
@@ -108,8 +118,8 @@ static void check_matmul(const kipp_cpu_kernels *kern) {
         }
         CHECKF(diffs == 0, "%s %s: %d outputs depend on M or the column range", kern->name,
                types[t].name, diffs);
-        fprintf(stderr, "  %-7s %s: worst relative error %.2e, batch invariant %s\n", kern->name,
-                types[t].name, worst, diffs ? "NO" : "yes");
+        fprintf(stderr, "  %-10s %s K=%d: worst relative error %.2e, batch invariant %s\n",
+                kern->name, types[t].name, K, worst, diffs ? "NO" : "yes");
         free(wq);
     }
     free(wf);
@@ -169,7 +179,9 @@ static void check_attention(void) {
 int main(void) {
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
-        if (kern) check_matmul(kern);
+        if (!kern) continue;
+        check_matmul(kern, K_SHORT);
+        check_matmul(kern, K_LONG);
     }
     check_attention();
     return test_finish("test_cpu_qkernels");

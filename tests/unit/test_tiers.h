@@ -4,11 +4,16 @@
  * machine would (make test-tiers). Every tier left out is reported by name
  * as a machine skip (test_util.h), with the feature the processor lacks.
  *
+ * The opt-in avx512bf16 tier (auto never picks it) is walked like the
+ * others where the processor has it, last, so that only KIPP_CPU_ISA=
+ * avx512bf16 or an unset KIPP_CPU_ISA runs it.
+ *
  * Tests that open the cpu backend per tier set KIPP_CPU_ISA themselves, so
  * the cap is read once, before the first setenv. */
 #ifndef KIPP_TEST_TIERS_H
 #define KIPP_TEST_TIERS_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +25,9 @@
 #include <cpuid.h>
 #endif
 
-enum { TEST_TIER_COUNT = 3 };
-static const char *const test_tier_names[TEST_TIER_COUNT] = {"generic", "avx2", "avx512"};
+enum { TEST_TIER_COUNT = 4 };
+static const char *const test_tier_names[TEST_TIER_COUNT] = {"generic", "avx2", "avx512",
+                                                             "avx512bf16"};
 
 #if defined(__x86_64__)
 static inline uint64_t test_xgetbv0(void) {
@@ -51,6 +57,7 @@ static inline const char *test_tier_lacks(const char *tier) {
     if (!(b & (1u << 30))) return "cpu lacks avx512bw";
     if (!(b & (1u << 31))) return "cpu lacks avx512vl";
     if ((test_xgetbv0() & 0xe6) != 0xe6) return "os does not enable zmm state";
+    if (strcmp(tier, "avx512") == 0) return NULL;
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5)))
         return "cpu lacks avx512_bf16";
     return NULL;
@@ -71,7 +78,7 @@ static inline int test_tier_cap(void) {
         cap = -1;
         for (int i = 0; i < TEST_TIER_COUNT; i++)
             if (strcmp(forced, test_tier_names[i]) == 0) cap = i;
-        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512)", forced);
+        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16)", forced);
         if (cap >= 0)
             fprintf(stderr, "KIPP_CPU_ISA=%s: tiers above %s are left out as on a machine "
                             "without them\n", forced, forced);
@@ -105,6 +112,85 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
     }
     fprintf(stderr, "tier %s:\n", name);
     return k;
+}
+
+/* The argmax gate against the oracle. Exact tiers (act_bf16 == 0, every
+ * tier auto can pick): the oracle's argmax at every row, DESIGN section 7.
+ *
+ * The opt-in avx512bf16 (act_bf16 == 1) rounds every matmul activation to
+ * BF16, which moves each logit by noise of rms e (the row's rms of
+ * cpu - oracle; NMSE ~3e-5 on the tiny fixtures, e ~0.1 logit). Where the
+ * oracle's two best logits lie closer than that noise, the tier may
+ * legitimately pick the other one. So for that tier only, a mismatch is
+ * excused as a near-tie when the oracle's margin of its own pick over the
+ * tier's pick, ref[oracle] - ref[tier] (at least the oracle's top-2 gap,
+ * so the stricter reading), is below TEST_NEAR_TIE_RMS x e. Any other
+ * mismatch fails, and so does a tier walk that excuses more than
+ * TEST_NEAR_TIE_MAX_FRACTION of its rows. Measured (2026-12-01, Zen 5):
+ * the flips seen had margins 0.07-0.16 logit at e 0.09-0.14 (margin/e
+ * 0.5-1.8), 1-2 distinct rows in 40-45.
+ *
+ * Why this still catches bugs: a wrong activation, norm, RoPE or
+ * attention puts the row's NMSE far above the tier's own bound (1e-4),
+ * which fails whatever the argmax does. Measured (2026-12-01): SiLU
+ * mutated to x * sigmoid(1.702 x) in kernels_simd.h gives avx512bf16 NMSE
+ * 6.6e-3 on synthetic-tiny (66x the bound, every gate fails) and, with e
+ * ~6x larger, 22 of 225 rows excused -- over the 5% cap as well. The
+ * excuse window stays small on a passing row, since NMSE <= 1e-4 holds e
+ * to 1% of the row's rms logit. A subtle shared-code bug, such as the BF16 residual of
+ * issue 9 (NMSE 2.5e-5), hides inside the BF16 tier's noise but fails the
+ * exact tiers' 1e-6 bounds in the same test on the same machine; a bug in
+ * the BF16 kernels themselves fails test_cpu_kernels/test_cpu_qkernels,
+ * which hold them to scalar references that round the same way. */
+#define TEST_NEAR_TIE_RMS 4.0
+#define TEST_NEAR_TIE_MAX_FRACTION 0.05
+
+typedef struct test_argmax_tally {
+    long rows;    /* rows checked in this tier walk */
+    long at_risk; /* rows whose oracle top-2 gap < TEST_NEAR_TIE_RMS x e */
+    long excused; /* mismatches excused as near-ties */
+} test_argmax_tally;
+
+/* One row (n logits) of the tier vs the oracle: 0 when the argmax agrees
+ * or (act_bf16 only) the mismatch is an excused near-tie, 1 for a failing
+ * mismatch. Every mismatch is printed with its numbers. */
+static inline int test_argmax_row(const char *label, const char *what, unsigned row,
+                                  const float *cpu, const float *ref, size_t n, int act_bf16,
+                                  test_argmax_tally *t) {
+    size_t ia = 0, ib = 0, ib2 = n > 1;
+    double se = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)cpu[i] - ref[i];
+        se += d * d;
+        if (cpu[i] > cpu[ia]) ia = i;
+        if (ref[i] > ref[ib]) ib = i;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (i != ib && (ib2 == ib || ref[i] > ref[ib2])) ib2 = i;
+    double e = sqrt(se / (double)n);
+    t->rows++;
+    t->at_risk += (double)ref[ib] - ref[ib2] < TEST_NEAR_TIE_RMS * e;
+    if (ia == ib) return 0;
+    double margin = (double)ref[ib] - ref[ia];
+    int excuse = act_bf16 && margin < TEST_NEAR_TIE_RMS * e;
+    t->excused += excuse;
+    fprintf(stderr, "  %s %s row %u: argmax %zu, oracle %zu; oracle margin %.3g logit, rms "
+                    "logit error %.3g (%.2fx): %s\n",
+            label, what, row, ia, ib, margin, e, e > 0 ? margin / e : 0.0,
+            excuse ? "near-tie, excused (BF16 activations)" : "FAIL");
+    return !excuse;
+}
+
+/* End of one tier walk: how many rows were near-ties, how many flips were
+ * excused, and the cap on those. */
+static inline void test_argmax_tally_check(const char *label, const test_argmax_tally *t) {
+    fprintf(stderr, "  %s: argmax rows %ld, oracle near-ties (top-2 gap < %gx rms error) %ld, "
+                    "flips excused %ld (cap %g%%)\n",
+            label, t->rows, TEST_NEAR_TIE_RMS, t->at_risk, t->excused,
+            100 * TEST_NEAR_TIE_MAX_FRACTION);
+    CHECKF(t->excused <= TEST_NEAR_TIE_MAX_FRACTION * (double)t->rows,
+           "%s: %ld of %ld rows excused as near-ties, over the %g%% cap", label, t->excused,
+           t->rows, 100 * TEST_NEAR_TIE_MAX_FRACTION);
 }
 
 #endif

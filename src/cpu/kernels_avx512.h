@@ -1,0 +1,129 @@
+/* The AVX-512 bodies both AVX-512 tiers share (kernels_avx512.c, FP32
+ * matmuls; kernels_avx512bf16.c, vdpbf16ps matmuls): the vector names
+ * kernels_simd.h's bodies use, hence rmsnorm / rope / silu_mul and the
+ * block decoders, and the attention steps with kernels_att.h's loop nest.
+ * Included once by each tier file, so every body is compiled with that
+ * file's flags (F, BW, VL, DQ, FMA, F16C; nothing here needs AVX512_BF16)
+ * and the two tiers' attention and elementwise numbers are identical. */
+#ifndef KIPP_CPU_KERNELS_AVX512_H
+#define KIPP_CPU_KERNELS_AVX512_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+/* The names kernels_simd.h's shared bodies use (see there). */
+typedef __m512 vf;
+#define VL 16
+#define vf_load _mm512_loadu_ps
+#define vf_store _mm512_storeu_ps
+#define vf_set1 _mm512_set1_ps
+#define vf_zero _mm512_setzero_ps
+#define vf_add _mm512_add_ps
+#define vf_sub _mm512_sub_ps
+#define vf_mul _mm512_mul_ps
+#define vf_div _mm512_div_ps
+#define vf_max _mm512_max_ps
+#define vf_min _mm512_min_ps
+#define vf_fmadd _mm512_fmadd_ps
+#define vf_fmsub _mm512_fmsub_ps
+#define vf_fnmadd _mm512_fnmadd_ps
+#define vf_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define vf_scale2n _mm512_scalef_ps /* exact 2^n, gradual underflow included */
+#define vf_hsum _mm512_reduce_add_ps
+#define VF_EXP_MIN (-104.0f)
+#include "cpu/kernels_simd.h"
+
+/* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
+ * plain algorithm). K and V rows are widened 32 values at a time like the
+ * matmul's weights (shift = even values, AND = odd values), so q and the
+ * output accumulators are kept de-interleaved the same way (qd, od: per
+ * 32-value chunk, evens then odds) and put back in order by att_store.
+ * Scores: q . k as one 8-FMA chain over the 16-wide pieces (chunk 0 evens,
+ * chunk 0 odds, chunk 1 evens, ...), then reduce_add. PV: a head's 128
+ * outputs in registers over the block, out += p_j * v_j in position order. */
+enum { ATT_VECS = KIPP_HEAD_DIM / 16 };
+
+typedef struct att_krow {
+    __m512 v[ATT_VECS];
+} att_krow;
+
+static inline void att_load_q(const float *q, float *qd) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int c = 0; c < KIPP_HEAD_DIM; c += 32) {
+        __m512 a = _mm512_loadu_ps(q + c), b = _mm512_loadu_ps(q + c + 16);
+        _mm512_store_ps(qd + c, _mm512_permutex2var_ps(a, even, b));
+        _mm512_store_ps(qd + c + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+}
+
+static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k, att_krow *kw) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    #pragma GCC unroll 4
+    for (int c = 0; c < ATT_VECS / 2; c++) {
+        __m512i wv = _mm512_loadu_si512(k + 32 * c);
+        kw->v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+        kw->v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+    }
+}
+
+static inline __attribute__((always_inline)) float att_dot(const float *qd, const att_krow *kw) {
+    __m512 acc = _mm512_mul_ps(_mm512_load_ps(qd), kw->v[0]);
+    #pragma GCC unroll 8
+    for (int d = 1; d < ATT_VECS; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(qd + 16 * d), kw->v[d], acc);
+    return _mm512_reduce_add_ps(acc);
+}
+
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *od, const uint16_t *v, size_t stride) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __mmask16 m0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
+    __mmask16 m1 = nb <= 16 ? 0 : nb == 32 ? 0xffff : (__mmask16)((1u << (nb - 16)) - 1);
+    __m512 s0 = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, m0, p), vscale);
+    __m512 s1 = _mm512_mul_ps(_mm512_mask_loadu_ps(ninf, m1, p + 16), vscale);
+    float bmax = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    float new_max = bmax > *run_max ? bmax : *run_max;
+    __m512 nm = _mm512_set1_ps(new_max);
+    __m512 e0 = _mm512_maskz_mov_ps(m0, vf_exp(_mm512_sub_ps(s0, nm)));
+    __m512 e1 = _mm512_maskz_mov_ps(m1, vf_exp(_mm512_sub_ps(s1, nm)));
+    float corr = _mm512_cvtss_f32(vf_exp(_mm512_set1_ps(*run_max - new_max)));
+    *run_sum = *run_sum * corr + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+    *run_max = new_max;
+    _mm512_storeu_ps(p, e0);
+    _mm512_storeu_ps(p + 16, e1);
+    __m512 vc = _mm512_set1_ps(corr);
+    __m512 o[ATT_VECS];
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(od + 16 * d), vc);
+    for (uint32_t j = 0; j < nb; j++) {
+        const uint16_t *vr = v + j * stride;
+        __m512 pj = _mm512_set1_ps(p[j]);
+        #pragma GCC unroll 4
+        for (int c = 0; c < ATT_VECS / 2; c++) {
+            __m512i wv = _mm512_loadu_si512(vr + 32 * c);
+            o[2 * c] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), o[2 * c]);
+            o[2 * c + 1] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)), o[2 * c + 1]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) _mm512_store_ps(od + 16 * d, o[d]);
+}
+
+static inline void att_store(const float *od, float run_sum, float *out) {
+    const __m512i lo_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_half = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    __m512 inv = _mm512_set1_ps(1.0f / run_sum);
+    for (int c = 0; c < KIPP_HEAD_DIM; c += 32) {
+        __m512 e = _mm512_load_ps(od + c), o = _mm512_load_ps(od + c + 16);
+        _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_permutex2var_ps(e, lo_half, o), inv));
+        _mm512_storeu_ps(out + c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(e, hi_half, o), inv));
+    }
+}
+
+#include "cpu/kernels_att.h"
+
+#endif
