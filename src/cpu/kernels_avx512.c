@@ -150,19 +150,15 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         w[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)));
         return;
     }
-    const uint8_t *qs;
+    float d, m = 0.0f;
+    const uint8_t *qs = q4_block(t, row, b, &d, &m);
     __m512 table;
     if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
         const __m512 q = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-        table = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(blk->d)), q);
-        qs = blk->qs;
+        table = _mm512_mul_ps(_mm512_set1_ps(d), q);
     } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
         const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        table = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(blk->d)), q,
-                                _mm512_set1_ps(_cvtsh_ss(blk->m)));
-        qs = blk->qs;
+        table = _mm512_fmadd_ps(_mm512_set1_ps(d), q, _mm512_set1_ps(m));
     }
     __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
     w[0] = _mm512_permutexvar_ps(idx, table);

@@ -155,17 +155,7 @@ static inline __attribute__((always_inline)) __m512bh qdecode_bf16(int t, const 
             _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk->qs + 16))));
         return _mm512_cvtne2ps_pbh(f1, f0);
     }
-    const uint8_t *qs;
-    if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        qs = blk->qs;
-    } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        *m = _cvtsh_ss(blk->m);
-        qs = blk->qs;
-    }
+    const uint8_t *qs = q4_block(t, row, b, d, m);
     const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
     __m512i words = _mm512_cvtepu8_epi16(
         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)));

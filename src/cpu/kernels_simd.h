@@ -94,6 +94,23 @@ static inline size_t qblock_bytes(int t) {
            : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
 }
 
+/* Block b of a Q4_0 / Q4_1 row: its scale d (Q4_1: and minimum m, else m
+ * is left alone) and its 16 bytes of nibbles (value j < 16 is byte j's low
+ * nibble, value j + 16 its high one). */
+static inline __attribute__((always_inline)) const uint8_t *q4_block(int t, const uint8_t *row,
+                                                                     uint32_t b, float *d,
+                                                                     float *m) {
+    if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        *d = _cvtsh_ss(blk->d);
+        return blk->qs;
+    }
+    const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+    *d = _cvtsh_ss(blk->d);
+    *m = _cvtsh_ss(blk->m);
+    return blk->qs;
+}
+
 static inline __attribute__((always_inline)) void qblock_ints(int t, const uint8_t *row,
                                                               uint32_t b, __m128i *lo,
                                                               __m128i *hi, float *d, float *m) {
@@ -104,17 +121,7 @@ static inline __attribute__((always_inline)) void qblock_ints(int t, const uint8
         *hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
         return;
     }
-    const uint8_t *qs;
-    if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        qs = blk->qs;
-    } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        *m = _cvtsh_ss(blk->m);
-        qs = blk->qs;
-    }
+    const uint8_t *qs = q4_block(t, row, b, d, m);
     const __m128i mask = _mm_set1_epi8(15);
     __m128i raw = _mm_loadu_si128((const __m128i *)qs);
     *lo = _mm_and_si128(raw, mask);
