@@ -10,6 +10,8 @@ import net from "node:net";
 import { Worker } from "node:worker_threads";
 import OpenAI from "openai";
 
+import { checkHarness } from "./check_harness.mjs";
+
 const env = (k) => {
     if (!process.env[k]) throw new Error(`missing env ${k}`);
     return process.env[k];
@@ -20,31 +22,7 @@ const client = (url) => new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", max
 const api = client(URL_);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// With KEEP_GOING=1 a failed check or section is reported and the run goes
-// on (to list every defect at once, e.g. against an older build); ONLY=text
-// runs the sections whose title contains text.
-let checks = 0, failures = 0;
-const KEEP_GOING = !!process.env.KEEP_GOING;
-function check(cond, what, detail) {
-    checks++;
-    if (cond) return;
-    const msg = `FAIL: ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail).slice(0, 400)}`;
-    if (!KEEP_GOING) throw new Error(msg);
-    failures++;
-    console.log(msg);
-}
-async function section(name, fn) {
-    if (process.env.ONLY && !name.includes(process.env.ONLY)) return; // one section alone
-    const t0 = Date.now();
-    try {
-        await fn();
-        if (process.env.VERBOSE) console.log(`${Date.now() - t0} ms: ${name}`);
-    } catch (e) {
-        if (!KEEP_GOING) throw e;
-        failures++;
-        console.log(`FAIL: section "${name}" stopped: ${String(e.message ?? e).slice(0, 300)}`);
-    }
-}
+const { check, section, finish } = checkHarness("server_availability");
 async function metrics(url = URL_) {
     const text = await (await fetch(`${url}/metrics`)).text();
     const m = {};
@@ -306,8 +284,4 @@ await section("SIGTERM past --shutdown-timeout: in-flight requests are cancelled
     check(st.text.endsWith("data: [DONE]\n\n") && /"error".*shutting down/.test(st.text), "a stream past the deadline gets an error event and [DONE]", st.text.slice(-300));
 });
 
-if (failures) {
-    console.log(`server_availability: ${failures} of ${checks} checks failed`);
-    process.exit(1);
-}
-console.log(`server_availability: ${checks} checks passed`);
+finish();

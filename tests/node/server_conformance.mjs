@@ -7,36 +7,14 @@
 import net from "node:net";
 import OpenAI from "openai";
 
+import { checkHarness } from "./check_harness.mjs";
+
 const URL_ = process.env.URL;
 if (!URL_) throw new Error("missing env URL");
 const MODEL = "synthetic-tiny-instruct", CTX = 512;
 const client = new OpenAI({ baseURL: `${URL_}/v1`, apiKey: "unused", maxRetries: 0, timeout: 30000 });
 
-// With KEEP_GOING=1 a failed check or section is reported and the run goes
-// on (to list every defect at once, e.g. against an older build); ONLY=text
-// runs the sections whose title contains text.
-let checks = 0, failures = 0;
-const KEEP_GOING = !!process.env.KEEP_GOING;
-function check(cond, what, detail) {
-    checks++;
-    if (cond) return;
-    const msg = `FAIL: ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail).slice(0, 400)}`;
-    if (!KEEP_GOING) throw new Error(msg);
-    failures++;
-    console.log(msg);
-}
-async function section(name, fn) {
-    if (process.env.ONLY && !name.includes(process.env.ONLY)) return; // one section alone
-    const t0 = Date.now();
-    try {
-        await fn();
-        if (process.env.VERBOSE) console.log(`${Date.now() - t0} ms: ${name}`);
-    } catch (e) {
-        if (!KEEP_GOING) throw e;
-        failures++;
-        console.log(`FAIL: section "${name}" stopped: ${String(e.message ?? e).slice(0, 300)}`);
-    }
-}
+const { check, section, finish } = checkHarness("server_conformance");
 async function post(path, body) { // body: a string (raw JSON) or an object
     const r = await fetch(`${URL_}${path}`, { method: "POST", headers: { "content-type": "application/json" },
                                               body: typeof body === "string" ? body : JSON.stringify(body) });
@@ -249,8 +227,4 @@ await section("log-probs: round-trippable floats; legacy ones cut at a stop stri
     if (!nonAscii) console.log("server_conformance: note: the greedy text had no non-ASCII token before a split one");
 });
 
-if (failures) {
-    console.log(`server_conformance: ${failures} of ${checks} checks failed`);
-    process.exit(1);
-}
-console.log(`server_conformance: ${checks} checks passed`);
+finish();
