@@ -225,15 +225,21 @@ KIPP_API int kipp_session_truncate(kipp_session *session, uint32_t length,
 /* ---- shared prefixes (the KV pool) ------------------------------------- */
 
 /* Adopts into an EMPTY session the longest published prefix of
- * tokens[0..n) - whole 32-token blocks only - instead of evaluating it; the
- * session's length becomes *n_adopted (a multiple of 32, maybe 0). The
- * caller evaluates tokens[*n_adopted..n) next. A caller that needs the
- * logits of the last token passes n - 1 so that one token is left. */
+ * tokens[0..n) instead of evaluating it: whole published blocks are shared,
+ * and up to 31 further positions (a published partial block, or the first
+ * positions of a published block the ids leave early) are copied into a
+ * private block when one is available. The session's length becomes
+ * *n_adopted (maybe 0). The caller evaluates tokens[*n_adopted..n) next; a
+ * caller that needs the logits of the last token passes n - 1 so that one
+ * token is left. */
 KIPP_API int kipp_session_match_prefix(kipp_session *session, const int32_t *tokens, size_t n,
                                        uint32_t *n_adopted, kipp_error *err);
-/* Publishes every full block of the session so that later sessions can
- * adopt it (kipp_session_match_prefix). Published blocks stay in the pool
- * after the session is gone, until evicted least-recently-used. */
+/* Publishes every full block of the session, and its partial last block,
+ * so that later sessions can adopt them (kipp_session_match_prefix).
+ * Published blocks are immutable: the session's next eval continues in a
+ * private copy of a published partial block (one more block from the
+ * pool). Published blocks stay in the pool after the session is gone,
+ * until evicted least-recently-used. */
 KIPP_API int kipp_session_publish(kipp_session *session, kipp_error *err);
 /* Positions of tokens[0..n) a new session would adopt now (no side effect). */
 KIPP_API uint32_t kipp_pool_match_length(kipp_model *model, kipp_kv_quant kv_quant,

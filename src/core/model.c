@@ -200,5 +200,8 @@ uint32_t kipp_pool_match_length(kipp_model *m, kipp_kv_quant quant, const int32_
     kipp_kv_pool *p = m->pools[quant];
     pthread_mutex_unlock(&pool_create_lock);
     if (!p) return 0;
-    return kipp_kv_pool_match(p, tokens, n, UINT32_MAX, false, NULL) * KIPP_KV_BLOCK;
+    uint32_t tail_block, tail_len;
+    uint32_t full = kipp_kv_pool_match(p, tokens, n, UINT64_MAX, false, NULL, &tail_block,
+                                       &tail_len);
+    return full * KIPP_KV_BLOCK + tail_len;
 }

@@ -129,13 +129,27 @@ int kipp_session_match_prefix(kipp_session *s, const int32_t *tokens, size_t n,
         return kipp_fail(err, KIPP_E_ARGUMENT,
                          "kipp_session_match_prefix: the session is not empty (length %u); "
                          "reset it first", s->kv.length);
-    /* Whole blocks within the capacity only (the last block of a capacity
-     * that is not a multiple of 32 is never full). */
-    uint32_t got = kipp_kv_pool_match(s->pool, tokens, n, s->kv.capacity / KIPP_KV_BLOCK, true,
-                                      s->kv.block_table);
+    /* Whole published blocks are shared by reference; then the first
+     * positions of a published child (a tail, or a full block the ids
+     * leave early) are copied into a private block: the copy gives the same
+     * bytes as evaluating them and the session can append right away. */
+    uint32_t tail_block = KIPP_KV_NO_BLOCK, tail_len = 0;
+    uint32_t got = kipp_kv_pool_match(s->pool, tokens, n, s->kv.capacity, true,
+                                      s->kv.block_table, &tail_block, &tail_len);
     s->kv.n_blocks = got;
     s->n_published = got;
     s->kv.length = got * KIPP_KV_BLOCK;
+    if (tail_len) {
+        uint32_t fresh;
+        kipp_error ignored;
+        if (kipp_kv_pool_alloc(s->pool, 1, &fresh, &ignored) == KIPP_OK) {
+            s->model->backend->kv_copy(s->model->backend_state, s->kv.quant, fresh, tail_block,
+                                       tail_len);
+            s->kv.block_table[s->kv.n_blocks++] = fresh;
+            s->kv.length += tail_len;
+        } /* else a dry pool: the caller evaluates those positions instead */
+        kipp_kv_pool_release(s->pool, &tail_block, 1);
+    }
     if (s->kv.length) memcpy(s->tokens, tokens, s->kv.length * sizeof *tokens);
     *n_adopted = s->kv.length;
     return KIPP_OK;
@@ -143,10 +157,16 @@ int kipp_session_match_prefix(kipp_session *s, const int32_t *tokens, size_t n,
 
 int kipp_session_publish(kipp_session *s, kipp_error *err) {
     if (!s) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_session_publish: NULL session");
-    uint32_t full = s->kv.length / KIPP_KV_BLOCK;
+    uint32_t full = s->kv.length / KIPP_KV_BLOCK, tail = s->kv.length % KIPP_KV_BLOCK;
     if (full > s->n_published)
         s->n_published = kipp_kv_pool_publish(s->pool, s->kv.block_table, s->n_published, full,
                                               s->tokens);
+    /* The partial last block too, in place: the next eval that appends to
+     * it copies it first (grow_tables), so a repeated prompt evaluates one
+     * token instead of up to 31. */
+    if (tail && s->n_published == full)
+        kipp_kv_pool_publish_tail(s->pool, s->kv.block_table, full, tail,
+                                  s->tokens + (size_t)full * KIPP_KV_BLOCK);
     return KIPP_OK;
 }
 
@@ -194,7 +214,17 @@ static uint32_t blocks_needed(const kipp_eval_item *it) {
     return want > it->session->kv.n_blocks ? want - it->session->kv.n_blocks : 0;
 }
 
-/* Hands back the blocks taken since the mark (an eval that failed). */
+/* True if item i appends into a partial last block that is shared (its
+ * published tail): that block must be copied first, shared state is
+ * immutable. */
+static bool needs_tail_copy(const kipp_eval_item *it) {
+    const kipp_kv_cache *kv = &it->session->kv;
+    return it->n_tokens && kv->length % KIPP_KV_BLOCK &&
+           kipp_kv_pool_is_shared(it->session->pool, kv->block_table[kv->length / KIPP_KV_BLOCK]);
+}
+
+/* Hands back the blocks taken since the mark (an eval that failed). A tail
+ * copy made for it stays: same bytes, now private. */
 static void undo_growth(kipp_eval_item *items, size_t n_items) {
     for (size_t i = 0; i < n_items; i++) {
         kipp_session *s = items[i].session;
@@ -213,7 +243,7 @@ static int grow_tables(kipp_model *model, kipp_eval_item *items, size_t n_items,
     uint64_t need[2] = {0, 0};
     for (size_t i = 0; i < n_items; i++) {
         items[i].session->eval_mark = items[i].session->kv.n_blocks;
-        need[items[i].session->kv.quant] += blocks_needed(&items[i]);
+        need[items[i].session->kv.quant] += blocks_needed(&items[i]) + needs_tail_copy(&items[i]);
     }
     for (int q = 0; q < 2; q++) {
         if (!need[q]) continue;
@@ -228,6 +258,19 @@ static int grow_tables(kipp_model *model, kipp_eval_item *items, size_t n_items,
     }
     for (size_t i = 0; i < n_items; i++) {
         kipp_session *s = items[i].session;
+        if (needs_tail_copy(&items[i])) {
+            uint32_t fresh, *last = &s->kv.block_table[s->kv.length / KIPP_KV_BLOCK];
+            int rc = kipp_kv_pool_alloc(s->pool, 1, &fresh, err);
+            if (rc) { /* another thread took blocks since the check */
+                undo_growth(items, n_items);
+                return rc;
+            }
+            model->backend->kv_copy(model->backend_state, s->kv.quant, fresh, *last,
+                                    s->kv.length % KIPP_KV_BLOCK);
+            uint32_t old = *last;
+            *last = fresh;
+            kipp_kv_pool_release(s->pool, &old, 1);
+        }
         uint32_t n = blocks_needed(&items[i]);
         if (!n) continue;
         int rc = kipp_kv_pool_alloc(s->pool, n, s->kv.block_table + s->kv.n_blocks, err);

@@ -7,7 +7,9 @@
  *    copy; the published block is untouched);
  *  - LRU eviction under pressure evicts leaves before their parents;
  *  - a forced hash collision (every key equal) never aliases;
- *  - exhaustion fails with KIPP_E_POOL_EXHAUSTED and changes no session.
+ *  - exhaustion fails with KIPP_E_POOL_EXHAUSTED and changes no session;
+ *  - partial last blocks (tails): published in place, copied by their
+ *    publisher before it appends, adopted by copy up to the divergence.
  * Needs the synthetic-tiny fixture (make fixtures); exits 77 without it. */
 #include <pthread.h>
 #include <sched.h>
@@ -99,22 +101,26 @@ static void check_reuse(kipp_backend_kind backend, const char *label) {
     finish(m, a, tok, 0, P, cold);
     CHECK(kipp_session_publish(a, &err) == 0);
     kipp_pool_stats st = stats(m);
-    CHECKF(st.published_blocks == 3, "published %llu", (unsigned long long)st.published_blocks);
-    CHECK(kipp_pool_match_length(m, KIPP_KV_BF16, tok, P) == 96);
+    /* 3 full blocks and the partial 4th (4 prompt + 5 decoded positions). */
+    CHECKF(st.published_blocks == 4, "published %llu", (unsigned long long)st.published_blocks);
+    CHECK(kipp_pool_match_length(m, KIPP_KV_BF16, tok, P) == 100);
     CHECK(kipp_pool_match_length(m, KIPP_KV_BF16, alt, P) == 0);
 
-    /* Warm: adopt 3 blocks (all of tok[0..99)), evaluate the last 4. */
+    /* Warm: adopt 3 blocks and copy 3 positions of the tail (all of
+     * tok[0..99)), evaluate the last token. */
     kipp_session *b = new_session(m, 256);
     uint32_t got = 0;
     CHECK(kipp_session_match_prefix(b, tok, P - 1, &got, &err) == 0);
-    CHECKF(got == 96, "adopted %u", got);
-    CHECK(kipp_session_length(b) == 96);
+    CHECKF(got == 99, "adopted %u", got);
+    CHECK(kipp_session_length(b) == 99);
     CHECK(b->kv.block_table[0] == a->kv.block_table[0]); /* really shared */
+    CHECK(b->kv.block_table[3] != a->kv.block_table[3]); /* the tail is a private copy */
     finish(m, b, tok, got, P, warm);
     CHECK(same(cold, warm, rows));
-    /* Adoption stays within the capacity: 40 positions hold one full block. */
+    /* Adoption stays within the capacity: 40 positions hold one full block
+     * and 8 positions copied from the second. */
     kipp_session *small = new_session(m, 40);
-    CHECK(kipp_session_match_prefix(small, tok, P - 1, &got, &err) == 0 && got == 32);
+    CHECK(kipp_session_match_prefix(small, tok, P - 1, &got, &err) == 0 && got == 40);
     kipp_session_destroy(small);
     /* Adoption needs an empty session. */
     CHECK(kipp_session_match_prefix(b, tok, P, &got, &err) == KIPP_E_ARGUMENT);
@@ -150,7 +156,7 @@ static void check_reuse(kipp_backend_kind backend, const char *label) {
     finish(m, f, seq, 0, 70, y);
     CHECK(same(x, y, rows));
     kipp_session *d = new_session(m, 256); /* the original prefix still adopts, same logits */
-    CHECK(kipp_session_match_prefix(d, tok, P - 1, &got, &err) == 0 && got == 96);
+    CHECK(kipp_session_match_prefix(d, tok, P - 1, &got, &err) == 0 && got == 99);
     finish(m, d, tok, got, P, warm);
     CHECK(same(cold, warm, rows));
 
@@ -171,7 +177,7 @@ static void check_reuse(kipp_backend_kind backend, const char *label) {
     st = stats(m);
     CHECKF(st.blocks_held == 0 && st.blocks_free == st.blocks_total, "held %u free %u of %u",
            st.blocks_held, st.blocks_free, st.blocks_total);
-    CHECK(st.blocks_cached == 3);
+    CHECK(st.blocks_cached == 4);
     free(cold);
     free(warm);
     free(scr);
@@ -264,6 +270,132 @@ static void check_pressure(void) {
     kipp_model_close(m);
 }
 
+/* Partial last blocks (tails), cpu: publishing in place, the publisher's
+ * copy-before-append, adoption by copy (all of a prompt, or up to where it
+ * diverges inside the tail), exhaustion during the copy, and collisions. */
+static void check_tails(void) {
+    fprintf(stderr, "== published tails, cpu\n");
+    kipp_model *m = open_model(KIPP_BACKEND_CPU, 0);
+    if (!m) return;
+    int32_t tok[P], alt[P];
+    make_tokens(tok, P, 6);
+    make_tokens(alt, P, 7);
+    size_t rows = DECODE + 1;
+    float *cold = malloc(rows * V * sizeof(float)), *x = malloc(rows * V * sizeof(float));
+    kipp_error err = {0};
+    uint32_t got = 0;
+
+    kipp_session *z = new_session(m, 256); /* cold reference, never published */
+    finish(m, z, tok, 0, P, cold);
+
+    /* a: the prompt, published with its 4-position tail in place. */
+    kipp_session *a = new_session(m, 256);
+    CHECK(eval(m, a, tok, P, 1, x) == 0);
+    CHECK(same(cold, x, 1));
+    uint64_t before = stats(m).published_blocks;
+    CHECK(kipp_session_publish(a, &err) == 0);
+    CHECK(stats(m).published_blocks == before + 4);
+    uint32_t tail = a->kv.block_table[3];
+    CHECK(kipp_kv_pool_is_shared(a->pool, tail));
+    CHECK(kipp_session_publish(a, &err) == 0); /* again: nothing new */
+    CHECK(stats(m).published_blocks == before + 4);
+
+    /* a keeps decoding: the first append copies the tail, the published
+     * block stays as it was, and the logits equal the cold run's. */
+    for (int i = 0; i < DECODE; i++) {
+        int32_t next = (int32_t)argmax(x + (size_t)i * V, V);
+        CHECK(eval(m, a, &next, 1, 1, x + (size_t)(i + 1) * V) == 0);
+    }
+    CHECK(a->kv.block_table[3] != tail && !kipp_kv_pool_is_shared(a->pool, a->kv.block_table[3]));
+    CHECK(same(cold, x, rows));
+
+    /* b adopts all 100 prompt positions (3 blocks + 4 copied from the
+     * tail): nothing left to evaluate before the first decode step. */
+    kipp_session *b = new_session(m, 256);
+    CHECK(kipp_session_match_prefix(b, tok, P, &got, &err) == 0 && got == P);
+    int32_t first = (int32_t)argmax(cold, V);
+    CHECK(eval(m, b, &first, 1, 1, x + V) == 0);
+    CHECK(same(cold + V, x + V, 1));
+
+    /* c diverges 2 positions into the tail: adopts 98, evaluates the rest,
+     * and equals a cold run of the spliced prompt. */
+    int32_t seq[P];
+    memcpy(seq, tok, 98 * sizeof *seq);
+    memcpy(seq + 98, alt, 2 * sizeof *seq);
+    kipp_session *c = new_session(m, 256);
+    CHECK(kipp_session_match_prefix(c, seq, P - 1, &got, &err) == 0 && got == 98);
+    CHECK(eval(m, c, seq + got, P - got, 1, x) == 0);
+    kipp_session_reset(z);
+    CHECK(eval(m, z, seq, P, 1, x + V) == 0);
+    CHECK(same(x, x + V, 1));
+
+    /* A prompt that leaves a published FULL block early copies its first
+     * positions too (13 of the chain's block 1). */
+    kipp_session *d = new_session(m, 256);
+    CHECK(kipp_session_match_prefix(d, tok, 45, &got, &err) == 0 && got == 45);
+    CHECK(d->kv.block_table[0] == a->kv.block_table[0] &&
+          d->kv.block_table[1] != a->kv.block_table[1]);
+    CHECK(eval(m, d, tok + 45, 5, 1, x) == 0);
+    kipp_session_reset(z);
+    CHECK(eval(m, z, tok, 50, 1, x + V) == 0);
+    CHECK(same(x, x + V, 1));
+
+    kipp_session_destroy(a);
+    kipp_session_destroy(b);
+    kipp_session_destroy(c);
+    kipp_session_destroy(d);
+    kipp_session_destroy(z);
+    CHECK(stats(m).blocks_held == 0);
+    kipp_model_close(m);
+
+    /* Exhaustion during the copy: an 8-block pool, x holds 2 blocks with
+     * its tail published in place, holders take the other 6; appending to
+     * x needs a block for the copy: KIPP_E_POOL_EXHAUSTED, x unchanged.
+     * With a block free again the append succeeds and equals a cold run. */
+    m = open_model(KIPP_BACKEND_CPU, 2);
+    if (!m) goto out;
+    kipp_session *xs = new_session(m, 256), *hold = new_session(m, 256);
+    CHECK(eval(m, xs, tok, 40, 0, NULL) == 0 && kipp_session_publish(xs, &err) == 0);
+    uint32_t xtail = xs->kv.block_table[1];
+    CHECK(eval(m, hold, alt, 6 * 32, 0, NULL) == 0);
+    CHECK(stats(m).blocks_free == 0);
+    CHECK(eval(m, xs, tok + 40, 1, 1, x) == KIPP_E_POOL_EXHAUSTED);
+    CHECK(kipp_session_length(xs) == 40 && xs->kv.n_blocks == 2 &&
+          xs->kv.block_table[1] == xtail);
+    CHECK(kipp_session_truncate(hold, 5 * 32, &err) == 0);
+    CHECK(eval(m, xs, tok + 40, 1, 1, x) == 0);
+    kipp_session_reset(hold);
+    CHECK(eval(m, hold, tok, 41, 1, x + V) == 0);
+    CHECK(same(x, x + V, 1));
+    kipp_session_destroy(xs);
+    kipp_session_destroy(hold);
+
+    /* Forced collisions: tails of two prompts that share no ids all sit
+     * in one hash chain; adoption still follows the ids. */
+    m->pools[KIPP_KV_BF16]->hash_mask = 0;
+    kipp_session *t1 = new_session(m, 256), *t2 = new_session(m, 256);
+    CHECK(eval(m, t1, tok, 20, 0, NULL) == 0 && eval(m, t2, alt, 20, 0, NULL) == 0);
+    CHECK(kipp_session_publish(t1, &err) == 0 && kipp_session_publish(t2, &err) == 0);
+    CHECK(kipp_pool_match_length(m, KIPP_KV_BF16, tok, 20) == 20);
+    int32_t mixed[20]; /* 10 ids of alt, then tok: matches 10 positions of t2's tail */
+    memcpy(mixed, alt, 10 * sizeof *mixed);
+    memcpy(mixed + 10, tok + 10, 10 * sizeof *mixed);
+    CHECK(kipp_pool_match_length(m, KIPP_KV_BF16, mixed, 20) == 10);
+    kipp_session_destroy(t1);
+    kipp_session_destroy(t2);
+    kipp_session *u = new_session(m, 256), *w = new_session(m, 256);
+    CHECK(kipp_session_match_prefix(u, mixed, 19, &got, &err) == 0 && got == 10);
+    CHECK(eval(m, u, mixed + 10, 10, 1, x) == 0);
+    CHECK(eval(m, w, mixed, 20, 1, x + V) == 0);
+    CHECK(same(x, x + V, 1));
+    kipp_session_destroy(u);
+    kipp_session_destroy(w);
+    kipp_model_close(m);
+out:
+    free(cold);
+    free(x);
+}
+
 /* Sessions of one model on several threads share the pool (its mutex;
  * run under TSan by make test-tsan): each thread adopts, evaluates,
  * publishes and drops sessions on an 8-block pool, retrying when it is
@@ -341,6 +473,7 @@ int main(void) {
     check_reuse(KIPP_BACKEND_CPU, "cpu");
     check_reuse(KIPP_BACKEND_REF, "ref");
     check_pressure();
+    check_tails();
     check_threads();
     return test_finish("test_kv_pool");
 }
