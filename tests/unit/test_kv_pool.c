@@ -357,7 +357,9 @@ static void check_tails(void) {
     kipp_session *xs = new_session(m, 256), *hold = new_session(m, 256);
     CHECK(eval(m, xs, tok, 40, 0, NULL) == 0 && kipp_session_publish(xs, &err) == 0);
     uint32_t xtail = xs->kv.block_table[1];
-    CHECK(eval(m, hold, alt, 6 * 32, 0, NULL) == 0);
+    int32_t filler[6 * 32];
+    make_tokens(filler, 6 * 32, 8);
+    CHECK(eval(m, hold, filler, 6 * 32, 0, NULL) == 0);
     CHECK(stats(m).blocks_free == 0);
     CHECK(eval(m, xs, tok + 40, 1, 1, x) == KIPP_E_POOL_EXHAUSTED);
     CHECK(kipp_session_length(xs) == 40 && xs->kv.n_blocks == 2 &&
