@@ -24,7 +24,9 @@
 /* K_LONG: rows longer than the avx512bf16 tier's prefill decode buffer
  * (64 KiB of BF16, i.e. K > 8192 leaves under 4 rows), so its fallback
  * that decodes inside the tiles runs too (Qwen3-4B's down projection has
- * K = 9728). */
+ * K = 9728); the avx512 tier's Q4 decode buffer (384 KiB of FP32) holds 11
+ * such rows, so a decoded block ends in a remainder. MMAX = 7 runs both
+ * sides of the avx512 Q4 prefill switch (M >= 4 decodes once). */
 enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 7 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
