@@ -8,7 +8,9 @@
 // drift hits both; the table reports medians over rounds. The JSON record
 // (bench/results/) names the CPU model and flags, the kipp tier, the
 // measured read bandwidth and each decode case's roofline (bytes read per
-// token / bandwidth).
+// token / bandwidth), and the measured FP32 FMA peak (bench/fmapeak.c) and
+// each prefill case's compute roofline at it (flops per token / peak): the
+// ceiling of an exact tier, whose activations stay FP32 (DESIGN section 5).
 //
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
@@ -130,13 +132,21 @@ function decodeBytes(file) {
   const headDim = g.meta[`${arch}.attention.key_length`] || 128;
   // BF16 K and V per cached position, every layer (DESIGN.md section 6).
   const kvPerPos = layers * 2 * kvHeads * headDim * 2;
-  return { weights, kvPerPos, layers, tied };
+  // Multiply-adds per token in the seven projections (prefill's work; the
+  // output head runs for the last token only) and query heads (attention).
+  const projParams = g.tensors.filter((t) => /^blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down))\.weight$/.test(t.name))
+    .reduce((a, t) => a + t.dims.reduce((x, y) => x * y, 1), 0);
+  const qHeads = g.meta[`${arch}.attention.head_count`] || 16;
+  return { weights, kvPerPos, layers, tied, projParams, qHeads, headDim };
 }
 
 // ---- machine -------------------------------------------------------------
 mkdirSync("build", { recursive: true });
 sh("cc", ["-O3", "-march=native", "-pthread", "bench/membw.c", "-o", "build/membw"]);
 const bw = JSON.parse(sh("build/membw", [String(threads)]) || "{}");
+// FP32 FMA peak: the exact tiers' prefill ceiling (DESIGN keeps activations FP32).
+sh("cc", ["-O2", "-pthread", "bench/fmapeak.c", "-o", "build/fmapeak"]);
+const fma = JSON.parse(sh("build/fmapeak", [String(threads)]) || "{}");
 const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
 const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [])[1];
 const flags = (field("flags") || "").split(/\s+/);
@@ -166,6 +176,7 @@ const record = {
     cpu: field("model name"), cpu_family: Number(field("cpu family")), cpu_model: Number(field("model")),
     cores_online: os.cpus().length, mem_gib: +(os.totalmem() / 2 ** 30).toFixed(1), kernel: os.release(),
     simd_flags: simdFlags, read_bandwidth_gb_s: bw.read_gb_per_s, bandwidth_threads: bw.threads,
+    fp32_fma_gflops: fma.fp32_fma_gflops, fma_vector_bits: fma.vector_bits,
     loadavg_start: os.loadavg(),
   },
   compiler: sh("cc", ["--version"])?.split("\n")[0],
@@ -254,13 +265,25 @@ for (const scheme of schemes) {
       entry.roofline_tps = (bw.read_gb_per_s * 1e9) / bytes;
       entry.kipp_of_roofline = k / entry.roofline_tps;
       for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
+    } else if (fma.fp32_fma_gflops) {
+      // Prefill's compute roofline at FP32 FMA peak: 2 flops per projection
+      // multiply-add, plus causal attention (QK and PV over P/2 positions
+      // on average). An exact tier cannot pass it; a BF16/int8 dot product
+      // (llama.cpp, the opt-in avx512bf16 tier) can.
+      const attn = db.layers * 4 * db.qHeads * db.headDim * (c.p / 2);
+      entry.flops_per_token = 2 * db.projParams + attn;
+      entry.roofline_tps = (fma.fp32_fma_gflops * 1e9) / entry.flops_per_token;
+      entry.roofline_kind = "fp32_fma";
+      entry.kipp_of_roofline = k / entry.roofline_tps;
+      for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
     }
     record.schemes[scheme].cases.push(entry);
   }
 }
 save(true);
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
-            `medians of ${rounds} round(s)\n`);
+            `FP32 FMA peak ${fma.fp32_fma_gflops} GFLOPS, medians of ${rounds} round(s)\n` +
+            `(roofline: decode = bytes per token / bandwidth; prefill = flops per token / FP32 FMA peak)\n`);
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
 const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
 const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`];

@@ -161,8 +161,9 @@ int sched_create(kipp_model *model, const sched_config *config, sched **out, kip
     return KIPP_OK;
 }
 
-/* Publishes the session's full blocks (for later requests, the next turn,
- * or this choice's own recompute) and gives the session back. */
+/* Publishes the session's blocks, its partial last one included (for later
+ * requests, the next turn, or this choice's own recompute) and gives the
+ * session back. */
 static void drop_session(sched *s, seq *q) {
     if (!q->session) return;
     kipp_error err;
