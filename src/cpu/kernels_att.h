@@ -5,21 +5,25 @@
  *
  *   att_krow                    a K row widened for this tier (registers)
  *   att_load_q(q, qd)           one head's 128 query values -> tier layout
- *   att_widen_k(k, &kw)         one K row (128 BF16) -> att_krow
+ *   att_widen_k(k, &kw)         one K (or V) row (128 BF16) -> att_krow
  *   att_dot(qd, &kw)            raw q . k (unscaled)
- *   att_block(p, nb, scale, &max, &sum, od, v, stride)
+ *   att_block(p, nb, scale, &max, &sum, od, vw)
  *                               one block of the online softmax for one
  *                               (row, head): p[0..nb) holds raw scores; scale
  *                               them, update max and sum, rescale od and add
- *                               p_j * v_j for j < nb in position order
+ *                               p_j * v_j for j < nb in position order (V
+ *                               rows widened by att_widen_k, like K)
  *   att_store(od, sum, out)     out = od / sum, back in value order
  *
  * Why this shape. In a prefill chunk, every query row of a session reads
  * the same earlier K/V. Row by row, each would re-read (and re-widen) every
  * block; here a block is loaded once and used by all rows of the call while
- * it sits in L1 (K: 32 rows of 256 B; V likewise). Blocks go in position
+ * it sits in L1 (K and V: 32 rows each, widened into kw / vw, 16 KiB each).
+ * A (row, head) then takes its scores for the whole block with its query
+ * loaded once (an earlier version went position by position over every
+ * row, re-reading each query from L2 for every position). Blocks go in position
  * order, and within a block each (row, head) runs exactly the steps a
- * single-row call runs, in the same order, so a row's bits do not depend
+ * single-row call runs (its dots, then the softmax block), in the same order, so a row's bits do not depend
  * on n_q, pos0 or its neighbours -- decode (n_q = 1) and prefill share the
  * numerics. Causality: row i sees positions up to pos0 + i, so in the last
  * blocks fewer rows take part and each row's final block is partial. */
@@ -50,27 +54,27 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         }
     const uint32_t n_last = pos0 + n_q; /* positions the last row sees */
     const size_t stride = kv->pos_stride;
+    att_krow kw[B], vw[B]; /* one block of K and V rows, widened (16 KiB each at FP32) */
     for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
         const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
-        /* Scores: each K row widened once for every row and head that sees
-         * it (row i sees position b0 + j when pos0 + i >= b0 + j). */
+        /* The block's K and V rows, widened once for every row and head (L1). */
         for (uint32_t j = 0; j < nb_max; j++) {
-            att_krow kw;
-            att_widen_k(kb + j * stride, &kw);
-            uint32_t i0 = b0 + j > pos0 ? b0 + j - pos0 : 0;
-            for (size_t u = (size_t)i0 * g; u < units; u++)
-                p[u * B + j] = att_dot(qd + u * D, &kw);
+            att_widen_k(kb + j * stride, &kw[j]);
+            att_widen_k(vb + j * stride, &vw[j]);
         }
-        /* Softmax update and P.V, row by row over the block (V in L1). */
+        /* Row by row over the block: the scores of each head against the
+         * positions the row sees (row i sees b0 + j when pos0 + i >= b0 + j),
+         * its query read once per block rather than once per position, then
+         * the softmax update and P.V. */
         uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0;
         for (uint32_t i = i_first; i < n_q; i++) {
             uint32_t seen = pos0 + i + 1 - b0;
             uint32_t nb = seen < B ? seen : B;
             for (uint32_t h = 0; h < g; h++) {
                 size_t u = (size_t)i * g + h;
-                att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vb,
-                          stride);
+                for (uint32_t j = 0; j < nb; j++) p[u * B + j] = att_dot(qd + u * D, &kw[j]);
+                att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vw);
             }
         }
     }

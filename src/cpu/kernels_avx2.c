@@ -129,8 +129,9 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
 }
 
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
- * plain algorithm). A K row is widened once into an L1 buffer (16 YMM
- * registers would be all of them) and read by every row and head. Scores:
+ * plain algorithm). K and V rows are widened once per block into an L1
+ * buffer (16 YMM registers would be all of them) and read by every row and
+ * head. Scores:
  * two 8-lane FMA chains (values d..d+7 and d+8..d+15 of each 16), added,
  * then hsum8. PV: half a head (64 outputs, 8 registers) at a time over the
  * block, out += p_j * v_j in position order. */
@@ -157,7 +158,7 @@ static inline __attribute__((always_inline)) float att_dot(const float *qh, cons
 }
 
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *oh, const uint16_t *v, size_t stride) {
+                             float *run_sum, float *oh, const att_krow *vw) {
     float bmax = -INFINITY;
     for (uint32_t j = 0; j < nb; j++) {
         p[j] *= scale;
@@ -186,10 +187,10 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
         #pragma GCC unroll 8
         for (int d = 0; d < 8; d++) o[d] = _mm256_mul_ps(_mm256_loadu_ps(oh + half + 8 * d), vc);
         for (uint32_t j = 0; j < nb; j++) {
-            const uint16_t *vr = v + j * stride + half;
+            const float *vr = vw[j].k + half;
             __m256 pj = _mm256_set1_ps(p[j]);
             #pragma GCC unroll 8
-            for (int d = 0; d < 8; d++) o[d] = _mm256_fmadd_ps(pj, bf16x8_to_f32(vr + 8 * d), o[d]);
+            for (int d = 0; d < 8; d++) o[d] = _mm256_fmadd_ps(pj, _mm256_load_ps(vr + 8 * d), o[d]);
         }
         #pragma GCC unroll 8
         for (int d = 0; d < 8; d++) _mm256_storeu_ps(oh + half + 8 * d, o[d]);

@@ -43,7 +43,8 @@ typedef __m512 vf;
  * 32-value chunk, evens then odds) and put back in order by att_store.
  * Scores: q . k as one 8-FMA chain over the 16-wide pieces (chunk 0 evens,
  * chunk 0 odds, chunk 1 evens, ...), then reduce_add. PV: a head's 128
- * outputs in registers over the block, out += p_j * v_j in position order. */
+ * outputs in registers over the block, out += p_j * v_j in position order
+ * (V rows widened like K rows, once per block). */
 enum { ATT_VECS = KIPP_HEAD_DIM / 16 };
 
 typedef struct att_krow {
@@ -78,8 +79,7 @@ static inline __attribute__((always_inline)) float att_dot(const float *qd, cons
 }
 
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *od, const uint16_t *v, size_t stride) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+                             float *run_sum, float *od, const att_krow *vw) {
     const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     __mmask16 m0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
     __mmask16 m1 = nb <= 16 ? 0 : nb == 32 ? 0xffff : (__mmask16)((1u << (nb - 16)) - 1);
@@ -100,14 +100,9 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(od + 16 * d), vc);
     for (uint32_t j = 0; j < nb; j++) {
-        const uint16_t *vr = v + j * stride;
         __m512 pj = _mm512_set1_ps(p[j]);
-        #pragma GCC unroll 4
-        for (int c = 0; c < ATT_VECS / 2; c++) {
-            __m512i wv = _mm512_loadu_si512(vr + 32 * c);
-            o[2 * c] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), o[2 * c]);
-            o[2 * c + 1] = _mm512_fmadd_ps(pj, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)), o[2 * c + 1]);
-        }
+        #pragma GCC unroll 8
+        for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_fmadd_ps(pj, vw[j].v[d], o[d]);
     }
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) _mm512_store_ps(od + 16 * d, o[d]);

@@ -105,7 +105,7 @@ static inline float att_dot(const float *q, const att_krow *kw) {
 }
 
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *oh, const uint16_t *v, size_t stride) {
+                             float *run_sum, float *oh, const att_krow *vw) {
     float bmax = -INFINITY;
     for (uint32_t j = 0; j < nb; j++) {
         p[j] *= scale;
@@ -120,10 +120,8 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     }
     *run_sum = *run_sum * corr + bsum;
     for (int d = 0; d < KIPP_HEAD_DIM; d++) oh[d] *= corr;
-    for (uint32_t j = 0; j < nb; j++) {
-        const uint16_t *vr = v + j * stride;
-        for (int d = 0; d < KIPP_HEAD_DIM; d++) oh[d] += p[j] * kipp_bf16_to_f32(vr[d]);
-    }
+    for (uint32_t j = 0; j < nb; j++)
+        for (int d = 0; d < KIPP_HEAD_DIM; d++) oh[d] += p[j] * vw[j].k[d];
     *run_max = new_max;
 }
 

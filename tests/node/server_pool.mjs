@@ -50,9 +50,25 @@ const promptTokens = first.usage.prompt_tokens;
 check(promptTokens > 200, "the long prompt is long", promptTokens);
 check(second.choices[0].text === first.choices[0].text, "warm answer equals cold answer");
 const reused = m2.kipp_prefix_tokens_reused_total - m1.kipp_prefix_tokens_reused_total;
-check(reused >= Math.floor((promptTokens - 1) / 32) * 32, "the second request adopted the prompt's full blocks", { reused, promptTokens });
+// Full blocks by reference, the rest of the prompt from the published
+// partial block by copy: all but the last token, whose logits are needed.
+check(reused === promptTokens - 1, "the second request adopted all but the last prompt token", { reused, promptTokens });
 check(m2.kipp_kv_pool_reused_blocks_total > m1.kipp_kv_pool_reused_blocks_total, "reused blocks counted");
 check(m1.kipp_prefix_tokens_reused_total - m0.kipp_prefix_tokens_reused_total < 32, "the first request was cold");
+// max_tokens 1: the session ends with the prompt itself (the one sampled
+// token is never evaluated), so only its partial last block holds the tail.
+const shortReq = { prompt: "A different opening, then " + Array.from({ length: 30 }, (_, i) => `clause ${i}`).join("; "),
+                   max_tokens: 1, temperature: 0 };
+const short1 = await dflt.completions.create(shortReq);
+const m3 = await metrics(DEFAULT_URL);
+const short2 = await dflt.completions.create(shortReq);
+const m4 = await metrics(DEFAULT_URL);
+const shortTokens = short1.usage.prompt_tokens;
+check(shortTokens % 32 > 1, "the short prompt ends inside a block", shortTokens);
+check(short2.choices[0].text === short1.choices[0].text, "warm 1-token answer equals cold");
+check(m4.kipp_prefix_tokens_reused_total - m3.kipp_prefix_tokens_reused_total === shortTokens - 1,
+      "a prompt ending in a partial block is adopted up to its last token",
+      { reused: m4.kipp_prefix_tokens_reused_total - m3.kipp_prefix_tokens_reused_total, shortTokens });
 
 // ---- n=5 chat without max_tokens on defaults --------------------------------
 // Admitted (not a 400) and all five choices generate; random weights rarely
