@@ -6,7 +6,9 @@
  *   att_krow                    a K row widened for this tier (registers)
  *   att_load_q(q, qd)           one head's 128 query values -> tier layout
  *   att_widen_k(k, &kw)         one K (or V) row (128 BF16) -> att_krow
- *   att_dot(qd, &kw)            raw q . k (unscaled)
+ *   att_dots(qd, kw, n, p)      raw q . k (unscaled) against kw[0..n) into
+ *                               p[0..n); may write p up to 16 past n and
+ *                               read kw rows up to there (zero-filled)
  *   att_block(p, nb, scale, &max, &sum, od, vw)
  *                               one block of the online softmax for one
  *                               (row, head): p[0..nb) holds raw scores; scale
@@ -63,6 +65,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
             att_widen_k(kb + j * stride, &kw[j]);
             att_widen_k(vb + j * stride, &vw[j]);
         }
+        if (nb_max < B) memset(&kw[nb_max], 0, (B - nb_max) * sizeof kw[0]);
         /* Row by row over the block: the scores of each head against the
          * positions the row sees (row i sees b0 + j when pos0 + i >= b0 + j),
          * its query read once per block rather than once per position, then
@@ -73,7 +76,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
             uint32_t nb = seen < B ? seen : B;
             for (uint32_t h = 0; h < g; h++) {
                 size_t u = (size_t)i * g + h;
-                for (uint32_t j = 0; j < nb; j++) p[u * B + j] = att_dot(qd + u * D, &kw[j]);
+                att_dots(qd + u * D, kw, nb, p + u * B);
                 att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vw);
             }
         }

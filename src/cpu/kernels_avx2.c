@@ -157,6 +157,12 @@ static inline __attribute__((always_inline)) float att_dot(const float *qh, cons
     return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
+/* Raw scores of one (row, head) against K rows kw[0..n). */
+static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
+                                                           uint32_t n, float *p) {
+    for (uint32_t j = 0; j < n; j++) p[j] = att_dot(qd, &kw[j]);
+}
+
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
                              float *run_sum, float *oh, const att_krow *vw) {
     float bmax = -INFINITY;

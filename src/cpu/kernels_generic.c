@@ -104,6 +104,12 @@ static inline float att_dot(const float *q, const att_krow *kw) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* Raw scores of one (row, head) against K rows kw[0..n). */
+static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
+                                                           uint32_t n, float *p) {
+    for (uint32_t j = 0; j < n; j++) p[j] = att_dot(qd, &kw[j]);
+}
+
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
                              float *run_sum, float *oh, const att_krow *vw) {
     float bmax = -INFINITY;
