@@ -21,7 +21,8 @@ typedef struct job {
 __attribute__((target("avx512f"))) static float chains512(void) {
     __m512 a[12], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(-1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
-    for (long n = 0; n < ITERS; n++)
+    for (long n = 0; n < ITERS; n++) /* unrolled, so a[] stays in registers */
+        #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], x, y);
     float s = 0;
     for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(a[i]);
@@ -32,6 +33,7 @@ __attribute__((target("avx2,fma"))) static float chains256(void) {
     __m256 a[12], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(-1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
     for (long n = 0; n < ITERS; n++)
+        #pragma GCC unroll 12
         for (int i = 0; i < 12; i++) a[i] = _mm256_fmadd_ps(a[i], x, y);
     float s = 0, lane[8];
     for (int i = 0; i < 12; i++) {
