@@ -40,9 +40,11 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
-/* R weight rows x C activation rows; R and C are compile-time constants at
- * every call site, so acc[][] lives in registers. Per output the sequence
- * is: acc = 0; for each 32-value chunk in K order:
+/* R weight rows x C activation rows; R, C, PF and F32 are compile-time
+ * constants at every call site, so acc[][] lives in registers. Weight row
+ * n + r is BF16 row n + r of w, or, when F32, FP32 row n - row0 + r of w
+ * (rows already widened or decoded into the packed order; ftile below).
+ * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
  * neighbours, so matrix-vector and matrix-matrix give the same bits. The
@@ -51,10 +53,11 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * tile's -- so the next rows stream in while this tile computes (rows are
  * only a few KiB, too short for the hardware prefetcher to ramp up on). A
  * prefetch past the tensor's end never faults. */
-static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
-                                                       const char *x, size_t x_stride,
-                                                       int R, int C, int PF, uint32_t n,
-                                                       uint32_t m, float *const *y) {
+static inline __attribute__((always_inline)) void tile_any(const void *w, int F32, uint32_t row0,
+                                                           uint32_t k, const char *x,
+                                                           size_t x_stride, int R, int C, int PF,
+                                                           uint32_t n, uint32_t m,
+                                                           float *const *y) {
     __m512 acc[8][4];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
@@ -65,8 +68,15 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
         __m512 we[8], wo[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m512i wv = _mm512_loadu_si512(w + (size_t)(n + r) * k + i);
-            if (PF) _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
+            if (F32) {
+                const float *wr = (const float *)w + (size_t)(n - row0 + r) * k + i;
+                we[r] = _mm512_load_ps(wr);
+                wo[r] = _mm512_load_ps(wr + 16);
+                continue;
+            }
+            const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+            __m512i wv = _mm512_loadu_si512(wr);
+            if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
             we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
             wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
         }
@@ -85,6 +95,14 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) y[m + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+/* BF16 weights. */
+static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
+                                                       const char *x, size_t x_stride,
+                                                       int R, int C, int PF, uint32_t n,
+                                                       uint32_t m, float *const *y) {
+    tile_any(w, 0, 0, k, x, x_stride, R, C, PF, n, m, y);
 }
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
@@ -213,39 +231,14 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
         for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-/* R decoded weight rows (FP32, packed order, k apart, row 0 = weight row
- * n) x C activation rows: qtile's sequence on already decoded weights. */
-static inline __attribute__((always_inline)) void ftile(const float *dec, uint32_t k,
-                                                        const char *x, size_t x_stride, int R,
-                                                        int C, uint32_t n, uint32_t m0,
+/* R decoded weight rows (FP32, packed order, k apart; dec row 0 = weight
+ * row nb) x C activation rows: qtile's sequence on decoded weights. */
+static inline __attribute__((always_inline)) void ftile(const float *dec, uint32_t nb,
+                                                        uint32_t k, const char *x,
+                                                        size_t x_stride, int R, int C,
+                                                        uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m512 acc[4][4];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < k; i += 32) {
-        __m512 we[4], wo[4];
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            we[r] = _mm512_load_ps(dec + (size_t)r * k + i);
-            wo[r] = _mm512_load_ps(dec + (size_t)r * k + i + 16);
-        }
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + i;
-            __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
-            #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                acc[r][c] = _mm512_fmadd_ps(we[r], xe, acc[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(wo[r], xo, acc[r][c]);
-            }
-        }
-    }
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    tile_any(dec, 1, nb, k, x, x_stride, R, C, 0, n, m0, y);
 }
 
 /* Q4 prefill decodes up to QDEC_ROWS weight rows at a time into this much
@@ -285,9 +278,8 @@ static inline __attribute__((always_inline)) void qrows(int t, const uint8_t *wb
 #define FROW_TILES(C)                                                                    \
     do {                                                                                 \
         uint32_t n = nb;                                                                 \
-        for (; n + 4 <= ne; n += 4)                                                      \
-            ftile(dec + (size_t)(n - nb) * k, k, xb, x_stride, 4, C, n, r, y);           \
-        for (; n < ne; n++) ftile(dec + (size_t)(n - nb) * k, k, xb, x_stride, 1, C, n, r, y); \
+        for (; n + 4 <= ne; n += 4) ftile(dec, nb, k, xb, x_stride, 4, C, n, r, y);      \
+        for (; n < ne; n++) ftile(dec, nb, k, xb, x_stride, 1, C, n, r, y);              \
     } while (0)
 
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
