@@ -43,7 +43,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 /* R weight rows x C activation rows; R, C, PF and F32 are compile-time
  * constants at every call site, so acc[][] lives in registers. Weight row
  * n + r is BF16 row n + r of w, or, when F32, FP32 row n - row0 + r of w
- * (rows already widened or decoded into the packed order; ftile below).
+ * (rows already decoded into the packed order: Q4 prefill below).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
@@ -107,13 +107,30 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
 
-/* Activation rows r..r+C of weight rows [nb, ne): 4-row weight tiles. */
-#define ROW_TILES(C)                                                              \
-    do {                                                                          \
-        uint32_t n = nb;                                                          \
-        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, 0, n, r, y);      \
-        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, 0, n, r, y);              \
+/* Every activation row [0, m) against weight rows [nb, ne) (tile_any's
+ * source: BF16 rows of w, or F32 rows from row0): 4 x 4 tiles, the last
+ * 1-3 activation rows in one more pass over the weights. */
+static inline __attribute__((always_inline)) void block_rows(const void *w, int F32, uint32_t row0,
+                                                             uint32_t k, const char *xb,
+                                                             size_t x_stride, uint32_t nb,
+                                                             uint32_t ne, uint32_t m,
+                                                             float *const *y) {
+#define ROW_TILES(C)                                                                      \
+    do {                                                                                  \
+        uint32_t n = nb;                                                                  \
+        for (; n + 4 <= ne; n += 4) tile_any(w, F32, row0, k, xb, x_stride, 4, C, 0, n, r, y); \
+        for (; n < ne; n++) tile_any(w, F32, row0, k, xb, x_stride, 1, C, 0, n, r, y);    \
     } while (0)
+    uint32_t r = 0;
+    for (; r + 4 <= m; r += 4) ROW_TILES(4);
+    switch (m - r) {
+    case 3: ROW_TILES(3); break;
+    case 2: ROW_TILES(2); break;
+    case 1: ROW_TILES(1); break;
+    default: break;
+    }
+#undef ROW_TILES
+}
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                         const void *x, size_t x_stride, uint32_t m, float *const *y) {
@@ -124,19 +141,9 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
         for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
         return;
     }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-        uint32_t r = 0;
-        for (; r + 4 <= m; r += 4) ROW_TILES(4);
-        switch (m - r) { /* the last 1-3 rows in one pass over the weights */
-        case 3: ROW_TILES(3); break;
-        case 2: ROW_TILES(2); break;
-        case 1: ROW_TILES(1); break;
-        default: break;
-        }
-    }
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
+        block_rows(w, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
 }
-#undef ROW_TILES
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
@@ -147,7 +154,7 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
  * then _mm512_reduce_add_ps. Decode (one activation row) decodes each
  * block in registers as it streams; Q4 prefill decodes a block of weight
  * rows once into FP32 on the stack and runs every activation row against
- * it (ftile), so the decode work is per weight row, not per (weight tile,
+ * it (block_rows on FP32 rows), so the decode work is per weight row, not per (weight tile,
  * activation tile). Both run the same sequence per output: same bits.
  * Using the packed activation as is saves the two permutes per activation
  * chunk that putting it back in value order cost (Q8_0 prefill 185-208 ->
@@ -231,16 +238,6 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
         for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-/* R decoded weight rows (FP32, packed order, k apart; dec row 0 = weight
- * row nb) x C activation rows: qtile's sequence on decoded weights. */
-static inline __attribute__((always_inline)) void ftile(const float *dec, uint32_t nb,
-                                                        uint32_t k, const char *x,
-                                                        size_t x_stride, int R, int C,
-                                                        uint32_t n, uint32_t m0,
-                                                        float *const *y) {
-    tile_any(dec, 1, nb, k, x, x_stride, R, C, 0, n, m0, y);
-}
-
 /* Q4 prefill decodes up to QDEC_ROWS weight rows at a time into this much
  * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
  * stream the activations from L3 too often); rows longer than the buffer,
@@ -274,14 +271,6 @@ static inline __attribute__((always_inline)) void qrows(int t, const uint8_t *wb
     }
 }
 
-/* Every activation row against decoded weight rows [nb, ne) (dec). */
-#define FROW_TILES(C)                                                                    \
-    do {                                                                                 \
-        uint32_t n = nb;                                                                 \
-        for (; n + 4 <= ne; n += 4) ftile(dec, nb, k, xb, x_stride, 4, C, n, r, y);      \
-        for (; n < ne; n++) ftile(dec, nb, k, xb, x_stride, 1, C, n, r, y);              \
-    } while (0)
-
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
                                                            uint32_t n0, uint32_t n1,
                                                            const void *x, size_t x_stride,
@@ -313,17 +302,9 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
                 _mm512_store_ps(dst, wv[0]);
                 _mm512_store_ps(dst + 16, wv[1]);
             }
-        uint32_t r = 0;
-        for (; r + 4 <= m; r += 4) FROW_TILES(4);
-        switch (m - r) { /* the last 1-3 rows in one pass over the block */
-        case 3: FROW_TILES(3); break;
-        case 2: FROW_TILES(2); break;
-        case 1: FROW_TILES(1); break;
-        default: break;
-        }
+        block_rows(dec, 1, nb, k, xb, x_stride, nb, ne, m, y);
     }
 }
-#undef FROW_TILES
 
 KIPP_CPU_MATMUL_Q_ENTRIES
 
