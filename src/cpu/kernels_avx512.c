@@ -167,8 +167,8 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
  * block (d * (i - 8), or FMA(d, i, m), i = 0..15: the same IEEE operations
  * on the same operands, so bitwise the oracle's values) fill one register,
  * and _mm512_permutexvar_ps picks each lane's weight by the low 4 bits of
- * its index; the indices (byte j: value j in the low nibble, j + 16 in the
- * high one) are de-interleaved first, like pack_act. */
+ * its index (byte j: value j in the low nibble, j + 16 in the high one;
+ * per-lane shifts of the zero-extended byte pairs select them, below). */
 static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
                                                            __m512 w[2]) {
     if (t == QT_Q8_0) {
@@ -191,12 +191,16 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         table = _mm512_fmadd_ps(_mm512_set1_ps(d), q, _mm512_set1_ps(m));
     }
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs)); /* values 0..15 */
-    __m512i hi = _mm512_srli_epi32(lo, 4);                                     /* values 16..31 */
-    w[0] = _mm512_permutexvar_ps(_mm512_permutex2var_epi32(lo, even, hi), table);
-    w[1] = _mm512_permutexvar_ps(_mm512_permutex2var_epi32(lo, odd, hi), table);
+    /* Dword lane i holds byte pair (2j, 2j + 1), j = i mod 8: the low
+     * nibbles of its two bytes are values 2j and 2j + 1, the high ones
+     * 2j + 16 and 2j + 17. A per-lane shift brings each lane's nibble to
+     * bits 0-3 (the lookup ignores the bits above): evens shift lanes 0-7
+     * by 0 and lanes 8-15 by 4, odds by 8 and 12. */
+    const __m512i even_shift = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    const __m512i odd_shift = _mm512_setr_epi32(8, 8, 8, 8, 8, 8, 8, 8, 12, 12, 12, 12, 12, 12, 12, 12);
+    __m512i pairs = _mm512_cvtepu16_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)));
+    w[0] = _mm512_permutexvar_ps(_mm512_srlv_epi32(pairs, even_shift), table);
+    w[1] = _mm512_permutexvar_ps(_mm512_srlv_epi32(pairs, odd_shift), table);
 }
 
 /* R weight rows x C activation rows (compile-time constants at every call
