@@ -9,8 +9,8 @@
  * Matmul: BF16 weights widened to FP32 (exact) in registers, FP32
  * activations, FP32 FMA. Per 32-value chunk of K, two FMAs into ONE
  * accumulator per output (even values, then odd); lane i sums k = 2i, 2i+1
- * of every chunk; _mm512_reduce_add_ps folds the 16 lanes in its fixed
- * order. The matrix-vector tile (8 weight rows x 1) and the matrix-matrix
+ * of every chunk; kernels_avx512.h's fold tree sums the 16 lanes in its
+ * fixed order. The matrix-vector tile (8 weight rows x 1) and the matrix-matrix
  * tile (4 weight rows x up to 4 activation rows) both run this per output.
  * This replaced vdpbf16ps on activations carried as a BF16 hi/lo pair
  * (needed for the oracle gate): that did 2 dot-product instructions per 32
@@ -29,6 +29,10 @@
  * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
 static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
+#define MC 4 /* activation rows per matrix-matrix tile (4 x MC accumulators); 5 and 6
+                measured the same on Zen 5 */
+_Static_assert(MC == 4, "block_rows' remainder switch covers MC - 1 rows");
+
 static void pack_act(const float *x, uint32_t k, void *dst) {
     float *out = dst;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -46,7 +50,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * (rows already decoded into the packed order: Q4 prefill below).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
- * then _mm512_reduce_add_ps(acc) -- independent of R, C and the
+ * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and the
  * neighbours, so matrix-vector and matrix-matrix give the same bits. The
  * weight vectors are widened once per chunk and reused by all C rows.
  * PF (decode): each row's line is prefetched R rows ahead -- the next
@@ -58,7 +62,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int F3
                                                            size_t x_stride, int R, int C, int PF,
                                                            uint32_t n, uint32_t m,
                                                            float *const *y) {
-    __m512 acc[8][4];
+    __m512 acc[8][MC];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -91,10 +95,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int F3
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) y[m + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
 /* BF16 weights. */
@@ -122,8 +123,8 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
         for (; n < ne; n++) tile_any(w, F32, row0, k, xb, x_stride, 1, C, 0, n, r, y);    \
     } while (0)
     uint32_t r = 0;
-    for (; r + 4 <= m; r += 4) ROW_TILES(4);
-    switch (m - r) {
+    for (; r + MC <= m; r += MC) ROW_TILES(MC);
+    switch (m - r) { /* MC == 4 */
     case 3: ROW_TILES(3); break;
     case 2: ROW_TILES(2); break;
     case 1: ROW_TILES(1); break;
@@ -151,7 +152,7 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
  * evens then odds, so a quantized matmul is the BF16 tile's FMA sequence
  * with another weight source. Per output, in block order:
  *   acc = FMA(w_even, x_even, acc); acc = FMA(w_odd, x_odd, acc)
- * then _mm512_reduce_add_ps. Decode (one activation row) decodes each
+ * then the fold tree (store_tile). Decode (one activation row) decodes each
  * block in registers as it streams; Q4 prefill decodes a block of weight
  * rows once into FP32 on the stack and runs every activation row against
  * it (block_rows on FP32 rows), so the decode work is per weight row, not per (weight tile,
@@ -211,7 +212,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
                                                         size_t x_stride, int R, int C, int PF,
                                                         uint32_t n, uint32_t m0,
                                                         float *const *y) {
-    __m512 acc[8][4];
+    __m512 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
@@ -236,10 +237,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    store_tile(&acc[0][0], MC, R, C, n, m0, y);
 }
 
 /* Q4 prefill decodes up to QDEC_ROWS weight rows at a time into this much

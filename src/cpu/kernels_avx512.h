@@ -36,6 +36,77 @@ typedef __m512 vf;
 #define VF_EXP_MIN (-104.0f)
 #include "cpu/kernels_simd.h"
 
+/* ---- summing the 16 lanes of an accumulator ----
+ * Every AVX-512 sum of a vector's lanes l[0..15] that a result depends on
+ * (a matmul output, an attention score) uses one tree:
+ *   s_i = l_i + l_{i+8} (i < 8), u_i = s_i + s_{i+4} (i < 4),
+ *   t_i = u_i + u_{i+2} (i < 2), sum = t_0 + t_1.
+ * fold16 runs it on 16 accumulators at once: four levels of
+ * shuffle-and-add halve the lanes each holds (8, 4, 2, 1) and a last
+ * permute puts sum j in lane j -- 46 ops for 16 sums, where a separate
+ * reduction takes ~8 per sum. fold1 runs it on one. A lane's tree involves
+ * its own accumulator only, so a sum depends neither on its neighbours nor
+ * on which fold computed it: a matrix-vector tile and a matrix-matrix tile
+ * give the same bits. (Written out rather than _mm512_reduce_add_ps, whose
+ * order is the compiler's: gcc and clang builds agree.) */
+static inline __attribute__((always_inline)) __m512 fold16(__m512 a[16]) {
+    #pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) /* quarters: [i, i, i+8, i+8] */
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 8], 0x44),
+                             _mm512_shuffle_f32x4(a[i], a[i + 8], 0xee));
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* quarters: [i, i+8, i+4, i+12] */
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 4], 0x88),
+                             _mm512_shuffle_f32x4(a[i], a[i + 4], 0xdd));
+    #pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) /* each quarter: two lanes of two sums */
+        a[i] = _mm512_add_ps(_mm512_shuffle_ps(a[i], a[i + 2], 0x44),
+                             _mm512_shuffle_ps(a[i], a[i + 2], 0xee));
+    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x88), _mm512_shuffle_ps(a[0], a[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    return _mm512_permutexvar_ps(order, s);
+}
+
+static inline float fold1(__m512 a) {
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    __m128 t = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* y[m + c][n + r] = the sum of acc[r * stride + c] for an R x C tile of a
+ * matmul (R, C compile-time constants): 16 sums at a time through fold16
+ * (unused slots zero), or fold1 for a tile of one. */
+static inline __attribute__((always_inline)) void store_tile(const __m512 *acc, int stride, int R,
+                                                             int C, uint32_t n, uint32_t m,
+                                                             float *const *y) {
+    if (R * C == 1) {
+        y[m][n] = fold1(acc[0]);
+        return;
+    }
+    #pragma GCC unroll 4
+    for (int g = 0; g < R * C; g += 16) {
+        __m512 a[16];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) { /* slot i: flat index g + i = c * R + r */
+            int f = g + i;
+            a[i] = f < R * C ? acc[(f % R) * stride + f / R] : _mm512_setzero_ps();
+        }
+        _Alignas(64) float sum[16];
+        _mm512_store_ps(sum, fold16(a));
+        const int step = R == 4 || R == 8 ? R : 1; /* a row's R sums at once */
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i += step) {
+            int f = g + i;
+            if (f >= R * C) break;
+            float *dst = y[m + (uint32_t)(f / R)] + n + (uint32_t)(f % R);
+            if (R == 4) _mm_storeu_ps(dst, _mm_load_ps(sum + i));
+            else if (R == 8) _mm256_storeu_ps(dst, _mm256_load_ps(sum + i));
+            else *dst = sum[i];
+        }
+    }
+}
+
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
  * plain algorithm). K and V rows are widened 32 values at a time like the
  * matmul's weights (shift = even values, AND = odd values), so q and the
@@ -74,18 +145,13 @@ static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k,
 /* Raw scores of one (row, head) against K rows kw[0..n), written to
  * p[0..n rounded up to 16) (kw rows past n are zero, kernels_att.h). Per
  * position, one 8-FMA chain over the 16-wide pieces (chunk 0 evens, chunk
- * 0 odds, chunk 1 evens, ...), as before; then the 16 chains of a group of
- * 16 positions fold together: four levels of shuffle-and-add halve the
- * lanes each holds (8, 4, 2, 1) and a last permute puts position j in lane
- * j. Each lane's tree involves its own chain only, so a score does not
- * depend on its neighbours, and 46 ops fold 16 scores where
- * _mm512_reduce_add_ps took ~8 per score. */
+ * 0 odds, chunk 1 evens, ...); then fold16 sums the 16 chains of a group
+ * of 16 positions at once. */
 static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
                                                            uint32_t n, float *p) {
     __m512 q[ATT_VECS];
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) q[d] = _mm512_load_ps(qd + 16 * d);
-    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
     for (uint32_t j0 = 0; j0 < n; j0 += 16) {
         __m512 a[16];
         #pragma GCC unroll 16
@@ -94,21 +160,7 @@ static inline __attribute__((always_inline)) void att_dots(const float *qd, cons
             #pragma GCC unroll 8
             for (int d = 1; d < ATT_VECS; d++) a[j] = _mm512_fmadd_ps(q[d], kw[j0 + j].v[d], a[j]);
         }
-        #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) /* quarters: [i, i, i+8, i+8] */
-            a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 8], 0x44),
-                                 _mm512_shuffle_f32x4(a[i], a[i + 8], 0xee));
-        #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) /* quarters: [i, i+8, i+4, i+12] */
-            a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 4], 0x88),
-                                 _mm512_shuffle_f32x4(a[i], a[i + 4], 0xdd));
-        #pragma GCC unroll 2
-        for (int i = 0; i < 2; i++) /* each quarter: two lanes of two positions */
-            a[i] = _mm512_add_ps(_mm512_shuffle_ps(a[i], a[i + 2], 0x44),
-                                 _mm512_shuffle_ps(a[i], a[i + 2], 0xee));
-        __m512 s = _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x88),
-                                 _mm512_shuffle_ps(a[0], a[1], 0xdd));
-        _mm512_storeu_ps(p + j0, _mm512_permutexvar_ps(order, s));
+        _mm512_storeu_ps(p + j0, fold16(a));
     }
 }
 

@@ -16,7 +16,8 @@
  *  - BF16 weights, per output (row n, activation m): acc = 0; for each
  *    32-value chunk of K in order: acc = vdpbf16ps(acc, w chunk, x chunk)
  *    (lane i adds w[2i] x[2i] + w[2i+1] x[2i+1]); then
- *    _mm512_reduce_add_ps(acc). One instruction per 32 MACs, against two
+ *    the fold tree of kernels_avx512.h (store_tile). One instruction per
+ *    32 MACs, against two
  *    FMAs and two widening ops on the FP32 tier.
  *  - Quantized weights (Q8_0, Q4_0, Q4_1): a block's small integers q are
  *    exact in BF16 (-128..127 and 0..15 need at most 8 significant bits),
@@ -54,7 +55,7 @@ _Static_assert(MC <= 6, "the remainder switch covers MC - 1 rows");
 
 /* R weight rows x C activation rows (compile-time constants at every call
  * site, so acc[][] lives in registers). Per output: acc = 0; one vdpbf16ps
- * per 32-value chunk in K order; reduce_add -- whatever R, C and the
+ * per 32-value chunk in K order; the fold tree -- whatever R, C and the
  * neighbours. PF (decode): each row's line is prefetched R rows ahead, the
  * next tile's, as the FP32 tier does. */
 static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
@@ -80,10 +81,7 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv[r], xv);
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) y[m + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
@@ -220,10 +218,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const qsrc *s, ui
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) y[m0 + c][n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    store_tile(&acc[0][0], MC, R, C, n, m0, y);
 }
 
 /* Prefill decodes a block of weight rows once into this much stack (BF16
