@@ -12,6 +12,11 @@
 #   sh bench/build_llama_native.sh            # prints the bin/ folder
 #   LLAMA_NATIVE_CACHE=/path sh bench/...     # cache root (default /work/cache
 #                                             #   if writable, else build/cache)
+#   LLAMA_ISA=avx2 sh bench/build_llama_native.sh
+#       # an AVX2 + FMA + F16C build (GGML_NATIVE=OFF, no AVX-512): llama.cpp
+#       # at its best on a Zen 3-class tier, to race kipp's avx2 tier on an
+#       # AVX-512 machine (bench_native.mjs --llama-bin DIR --kipp-isa avx2);
+#       # cached under its own folder (suffix -avx2)
 #
 # Tools built: llama-bench, llama-server, llama-speculative, llama-lookup,
 # llama-cli. A lock serialises concurrent callers.
@@ -26,7 +31,14 @@ elif mkdir -p /work/cache 2>/dev/null && [ -w /work/cache ]; then root=/work/cac
 else root=$PWD/build/cache; fi
 commit=$(git bundle list-heads "$bundle" | head -n 1 | cut -c1-12)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]/_/g')
-dir=$root/llama-native-$commit-$cpu
+isa=${LLAMA_ISA:-native}
+case $isa in
+native) dir=$root/llama-native-$commit-$cpu
+        isa_flags="-DGGML_NATIVE=ON" ;;
+avx2)   dir=$root/llama-native-$commit-$cpu-avx2
+        isa_flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF" ;;
+*)      echo "build_llama_native: LLAMA_ISA must be native or avx2, got '$isa'" >&2; exit 2 ;;
+esac
 mkdir -p "$root"
 
 exec 9>"$root/llama-native.lock"
@@ -37,7 +49,8 @@ fi
 rm -rf "$dir.src" "$dir.build"
 git clone -q "$bundle" "$dir.src" >&2
 git -C "$dir.src" checkout -q "$(git bundle list-heads "$bundle" | head -n 1 | cut -d' ' -f1)" >&2
-cmake -S "$dir.src" -B "$dir.build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+# shellcheck disable=SC2086 # isa_flags is a list of words
+cmake -S "$dir.src" -B "$dir.build" -DCMAKE_BUILD_TYPE=Release $isa_flags \
       -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DBUILD_SHARED_LIBS=OFF >&2
 cmake --build "$dir.build" -j "$(nproc)" --target llama-bench llama-server \
       llama-speculative llama-lookup llama-cli >&2
@@ -45,6 +58,6 @@ mkdir -p "$dir/bin"
 for t in llama-bench llama-server llama-speculative llama-lookup llama-cli; do
     cp "$dir.build/bin/$t" "$dir/bin/"
 done
-git -C "$dir.src" log -1 --format='%H %s' > "$dir/SOURCE"
+{ git -C "$dir.src" log -1 --format='%H %s'; echo "isa: $isa ($isa_flags)"; } > "$dir/SOURCE"
 rm -rf "$dir.src" "$dir.build"
 echo "$dir/bin"

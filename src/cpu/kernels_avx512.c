@@ -44,7 +44,12 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
-/* R weight rows x C activation rows; R, C, PF and F32 are compile-time
+/* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
+ * the accumulators up from carry[r][c] and one with k1 < k leaves them
+ * there: storing and reloading a register is exact, so a tile cut into
+ * spans runs each output's sequence below unchanged (block_rows cuts long
+ * rows so an activation tile's span stays in L1).
+ * R weight rows x C activation rows; R, C, PF and F32 are compile-time
  * constants at every call site, so acc[][] lives in registers. Weight row
  * n + r is BF16 row n + r of w, or, when F32, FP32 row n - row0 + r of w
  * (rows already decoded into the packed order: Q4 prefill below).
@@ -57,18 +62,17 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * tile's -- so the next rows stream in while this tile computes (rows are
  * only a few KiB, too short for the hardware prefetcher to ramp up on). A
  * prefetch past the tensor's end never faults. */
-static inline __attribute__((always_inline)) void tile_any(const void *w, int F32, uint32_t row0,
-                                                           uint32_t k, const char *x,
-                                                           size_t x_stride, int R, int C, int PF,
-                                                           uint32_t n, uint32_t m,
-                                                           float *const *y) {
+static inline __attribute__((always_inline)) void
+tile_span(const void *w, int F32, uint32_t row0, uint32_t k, const char *x, size_t x_stride,
+          int R, int C, int PF, uint32_t n, uint32_t m, float *const *y, uint32_t k0,
+          uint32_t k1, __m512 (*carry)[MC]) {
     __m512 acc[8][MC];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < k; i += 32) {
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    for (uint32_t i = k0; i < k1; i += 32) {
         __m512 we[8], wo[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -95,7 +99,22 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int F3
             }
         }
     }
+    if (k1 < k) { /* a later span continues these chains */
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
+        return;
+    }
     store_tile(&acc[0][0], MC, R, C, n, m, y);
+}
+
+static inline __attribute__((always_inline)) void tile_any(const void *w, int F32, uint32_t row0,
+                                                           uint32_t k, const char *x,
+                                                           size_t x_stride, int R, int C, int PF,
+                                                           uint32_t n, uint32_t m,
+                                                           float *const *y) {
+    tile_span(w, F32, row0, k, x, x_stride, R, C, PF, n, m, y, 0, k, NULL);
 }
 
 /* BF16 weights. */
@@ -107,20 +126,35 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
 }
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
+/* Chunks of K per pass over a block's weight tiles: a 4-row activation tile
+ * of a 1024-value span (16 KiB FP32) stays in L1 while the block's weight
+ * tiles stream past it from L2. Whole rows of the down projection (K =
+ * 3072: 48 KiB per tile) do not fit, and the matmul ran at ~157 GFLOPS per
+ * core against ~190 for K = 1024 on Zen 5. */
+#define K_SPAN 1024
 
 /* Every activation row [0, m) against weight rows [nb, ne) (tile_any's
- * source: BF16 rows of w, or F32 rows from row0): 4 x 4 tiles, the last
- * 1-3 activation rows in one more pass over the weights. */
+ * source: BF16 rows of w, or F32 rows from row0), at most W_BLOCK of them:
+ * 4 x 4 tiles, the last 1-3 activation rows in one more pass over the
+ * weights; K in spans of K_SPAN, each activation tile's accumulators
+ * carried between spans in carry[] (16 KiB). */
 static inline __attribute__((always_inline)) void block_rows(const void *w, int F32, uint32_t row0,
                                                              uint32_t k, const char *xb,
                                                              size_t x_stride, uint32_t nb,
                                                              uint32_t ne, uint32_t m,
                                                              float *const *y) {
-#define ROW_TILES(C)                                                                      \
-    do {                                                                                  \
-        uint32_t n = nb;                                                                  \
-        for (; n + 4 <= ne; n += 4) tile_any(w, F32, row0, k, xb, x_stride, 4, C, 0, n, r, y); \
-        for (; n < ne; n++) tile_any(w, F32, row0, k, xb, x_stride, 1, C, 0, n, r, y);    \
+    _Alignas(64) __m512 carry[W_BLOCK][MC];
+#define ROW_TILES(C)                                                                        \
+    do {                                                                                    \
+        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
+            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
+            for (; n + 4 <= ne; n += 4)                                                     \
+                tile_span(w, F32, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1,          \
+                          carry + (n - nb));                                                \
+            for (; n < ne; n++)                                                             \
+                tile_span(w, F32, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1,          \
+                          carry + (n - nb));                                                \
+        }                                                                                   \
     } while (0)
     uint32_t r = 0;
     for (; r + MC <= m; r += MC) ROW_TILES(MC);
@@ -249,6 +283,7 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
  * widen and a multiply, 234 -> 219 (the FP32 rows double the L2 traffic of
  * its 1-byte weights), so Q8_0 keeps the in-tile decode. */
 enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
+_Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
 /* Activation rows [0, m) of weight rows [n0, n1), decoding in the tiles. */
 static inline __attribute__((always_inline)) void qrows(int t, const uint8_t *wb,

@@ -25,7 +25,9 @@ static double rel_err(double got, double want, double scale) {
     return fabs(got - want) / (scale > 1e-30 ? scale : 1e-30);
 }
 
-enum { N = 70, K = 320, M = 11 };
+/* K_LONG: more than one avx512 K span (kernels_avx512.c K_SPAN = 1024),
+ * with a partial last span: 2 x 1024 + 32. */
+enum { N = 70, K_SHORT = 320, K_LONG = 2080, M = 11 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier of
  * this file's fixed random data; the data are deterministic, so the margin
@@ -45,20 +47,20 @@ enum { N = 70, K = 320, M = 11 };
 #define SILU_TOL 3e-6
 #define ATTENTION_TOL 5e-6
 
-static void test_matmul(const kipp_cpu_kernels *kr) {
+static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     const double tol = MATMUL_TOL;
-    static uint16_t w[N * K];
-    static float x[M * K];
+    static uint16_t w[N * K_LONG];
+    static float x[M * K_LONG];
     for (int i = 0; i < N * K; i++) w[i] = kipp_f32_to_bf16(frand());
     for (int i = 0; i < M * K; i++) x[i] = frand() * 3.0f;
     size_t stride = kr->act_bytes(K);
     CHECK(stride >= (size_t)K * 2 && stride % 64 == 0);
-    static uint8_t act[M * K * 4 + 64 * M];
+    static uint8_t act[M * K_LONG * 4 + 64 * M];
     for (int r = 0; r < M; r++) kr->pack_act(x + r * K, K, act + r * stride);
     /* A tier that rounds activations to BF16 (kernels.h act_bf16): the
      * packed row is exactly the RNE-rounded values in order, and the
      * reference below multiplies those. */
-    static float xr[M * K];
+    static float xr[M * K_LONG];
     int pack_bad = 0;
     for (int i = 0; i < M * K; i++) {
         xr[i] = x[i];
@@ -100,15 +102,15 @@ static void test_matmul(const kipp_cpu_kernels *kr) {
             double e = rel_err(y_mm[r][n], ref, mag);
             if (e > worst) worst = e;
         }
-    fprintf(stderr, "  %-10s matmul bf16: worst error %.2e of sum|w*x| (bound %.0e)\n", kr->name,
-            worst, tol);
+    fprintf(stderr, "  %-10s matmul bf16 K=%d: worst error %.2e of sum|w*x| (bound %.0e)\n",
+            kr->name, K, worst, tol);
     CHECKF(worst <= tol, "%s matmul: worst error %.3g of sum|w*x| > %.3g", kr->name, worst, tol);
     CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0, "%s: matmat rows differ from matvec", kr->name);
     CHECKF(memcmp(y_mm, y_split, sizeof y_mm) == 0, "%s: column/row split changes bits",
            kr->name);
     /* Packing a 32-aligned slice lands at byte offset act_bytes(off) (the
      * forward packs heads and thread column ranges separately). */
-    static uint8_t act2[K * 4 + 64];
+    static uint8_t act2[K_LONG * 4 + 64];
     kr->pack_act(x, 96, act2);
     kr->pack_act(x + 96, K - 96, act2 + kr->act_bytes(96));
     CHECKF(memcmp(act2, act, kr->act_bytes(K)) == 0, "%s: sliced pack differs", kr->name);
@@ -317,7 +319,8 @@ int main(void) {
         if (!kr) continue;
         CHECK(strcmp(kr->name, test_tier_names[t]) == 0);
         ran++;
-        test_matmul(kr);
+        test_matmul(kr, K_SHORT);
+        test_matmul(kr, K_LONG);
         test_norm_rope_silu(kr);
         test_attention(kr);
     }
