@@ -29,9 +29,12 @@
  * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
 static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
-#define MC 4 /* activation rows per matrix-matrix tile (4 x MC accumulators); 5 and 6
-                measured the same on Zen 5 */
-_Static_assert(MC == 4, "block_rows' remainder switch covers MC - 1 rows");
+/* Matrix-matrix tiles: 4 weight rows x 4 activation rows (5 and 6 rows
+ * measured the same on Zen 5), except Q8_0, decoded in the tile at 8 ops
+ * per weight row and chunk: 2 x 8, so each decoded row serves twice the
+ * activation rows (Q8_0 matmul microbenchmark +5-8 % on Zen 5). CMAX
+ * bounds C everywhere. */
+#define CMAX 8
 
 static void pack_act(const float *x, uint32_t k, void *dst) {
     float *out = dst;
@@ -44,141 +47,12 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
-/* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
- * the accumulators up from carry[r][c] and one with k1 < k leaves them
- * there: storing and reloading a register is exact, so a tile cut into
- * spans runs each output's sequence below unchanged (block_rows cuts long
- * rows so an activation tile's span stays in L1).
- * R weight rows x C activation rows; R, C, PF and F32 are compile-time
- * constants at every call site, so acc[][] lives in registers. Weight row
- * n + r is BF16 row n + r of w, or, when F32, FP32 row n - row0 + r of w
- * (rows already decoded into the packed order: Q4 prefill below).
- * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
- *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
- * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and the
- * neighbours, so matrix-vector and matrix-matrix give the same bits. The
- * weight vectors are widened once per chunk and reused by all C rows.
- * PF (decode): each row's line is prefetched R rows ahead -- the next
- * tile's -- so the next rows stream in while this tile computes (rows are
- * only a few KiB, too short for the hardware prefetcher to ramp up on). A
- * prefetch past the tensor's end never faults. */
-static inline __attribute__((always_inline)) void
-tile_span(const void *w, int F32, uint32_t row0, uint32_t k, const char *x, size_t x_stride,
-          int R, int C, int PF, uint32_t n, uint32_t m, float *const *y, uint32_t k0,
-          uint32_t k1, __m512 (*carry)[MC]) {
-    __m512 acc[8][MC];
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
-    for (uint32_t i = k0; i < k1; i += 32) {
-        __m512 we[8], wo[8];
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            if (F32) {
-                const float *wr = (const float *)w + (size_t)(n - row0 + r) * k + i;
-                we[r] = _mm512_load_ps(wr);
-                wo[r] = _mm512_load_ps(wr + 16);
-                continue;
-            }
-            const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
-            __m512i wv = _mm512_loadu_si512(wr);
-            if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
-            we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-            wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
-        }
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
-            __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                acc[r][c] = _mm512_fmadd_ps(we[r], xe, acc[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(wo[r], xo, acc[r][c]);
-            }
-        }
-    }
-    if (k1 < k) { /* a later span continues these chains */
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
-        return;
-    }
-    store_tile(&acc[0][0], MC, R, C, n, m, y);
-}
-
-static inline __attribute__((always_inline)) void tile_any(const void *w, int F32, uint32_t row0,
-                                                           uint32_t k, const char *x,
-                                                           size_t x_stride, int R, int C, int PF,
-                                                           uint32_t n, uint32_t m,
-                                                           float *const *y) {
-    tile_span(w, F32, row0, k, x, x_stride, R, C, PF, n, m, y, 0, k, NULL);
-}
-
-/* BF16 weights. */
-static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
-                                                       const char *x, size_t x_stride,
-                                                       int R, int C, int PF, uint32_t n,
-                                                       uint32_t m, float *const *y) {
-    tile_any(w, 0, 0, k, x, x_stride, R, C, PF, n, m, y);
-}
-
-#define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
-/* Chunks of K per pass over a block's weight tiles: a 4-row activation tile
- * of a 1024-value span (16 KiB FP32) stays in L1 while the block's weight
- * tiles stream past it from L2. Whole rows of the down projection (K =
- * 3072: 48 KiB per tile) do not fit, and the matmul ran at ~157 GFLOPS per
- * core against ~190 for K = 1024 on Zen 5. */
-#define K_SPAN 1024
-
-/* Every activation row [0, m) against weight rows [nb, ne) (tile_any's
- * source: BF16 rows of w, or F32 rows from row0), at most W_BLOCK of them:
- * 4 x 4 tiles, the last 1-3 activation rows in one more pass over the
- * weights; K in spans of K_SPAN, each activation tile's accumulators
- * carried between spans in carry[] (16 KiB). */
-static inline __attribute__((always_inline)) void block_rows(const void *w, int F32, uint32_t row0,
-                                                             uint32_t k, const char *xb,
-                                                             size_t x_stride, uint32_t nb,
-                                                             uint32_t ne, uint32_t m,
-                                                             float *const *y) {
-    _Alignas(64) __m512 carry[W_BLOCK][MC];
-#define ROW_TILES(C)                                                                        \
-    do {                                                                                    \
-        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
-            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
-            for (; n + 4 <= ne; n += 4)                                                     \
-                tile_span(w, F32, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1,          \
-                          carry + (n - nb));                                                \
-            for (; n < ne; n++)                                                             \
-                tile_span(w, F32, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1,          \
-                          carry + (n - nb));                                                \
-        }                                                                                   \
-    } while (0)
-    uint32_t r = 0;
-    for (; r + MC <= m; r += MC) ROW_TILES(MC);
-    switch (m - r) { /* MC == 4 */
-    case 3: ROW_TILES(3); break;
-    case 2: ROW_TILES(2); break;
-    case 1: ROW_TILES(1); break;
-    default: break;
-    }
-#undef ROW_TILES
-}
-
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    const char *xb = x;
-    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
-        return;
-    }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
-        block_rows(w, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
-}
+/* Weight sources of a tile besides the quantized types (QT_*,
+ * kernels_simd.h): BF16 rows, or FP32 rows already decoded (Q4 prefill). */
+#define SRC_BF16 16
+#define SRC_F32 17
+_Static_assert((int)QT_Q8_0 < 16 && (int)QT_Q4_0 < 16 && (int)QT_Q4_1 < 16,
+               "weight sources are distinct");
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
@@ -238,40 +112,151 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
     w[1] = _mm512_permutexvar_ps(_mm512_srlv_epi32(pairs, odd_shift), table);
 }
 
-/* R weight rows x C activation rows (compile-time constants at every call
- * site), each weight block decoded in registers (qweights) once per tile.
- * PF: prefetch R rows ahead, as the BF16 tile. */
-static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
-                                                        uint32_t k, const char *x,
-                                                        size_t x_stride, int R, int C, int PF,
-                                                        uint32_t n, uint32_t m0,
-                                                        float *const *y) {
-    __m512 acc[8][MC];
+/* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
+ * the accumulators up from carry[r][c] and one with k1 < k leaves them
+ * there: storing and reloading a register is exact, so a tile cut into
+ * spans runs each output's sequence below unchanged (block_rows cuts long
+ * rows so an activation tile's span stays in L1).
+ * R weight rows x C activation rows; R, C, PF and src are compile-time
+ * constants at every call site, so acc[][] lives in registers. Weight row
+ * n + r is, by src: BF16 row n + r of w; quantized row n + r (row_bytes
+ * apart), each block decoded by qweights; or FP32 row n - row0 + r of w
+ * (rows already decoded into the packed order: Q4 prefill below).
+ * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
+ *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
+ * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and
+ * the neighbours, so matrix-vector and matrix-matrix give the same bits,
+ * and a quantized row gives the same bits decoded in the tile or decoded
+ * once into FP32. The weight vectors are widened (decoded) once per chunk
+ * and reused by all C rows.
+ * PF (decode): each row's line is prefetched R rows ahead -- the next
+ * tile's -- so the next rows stream in while this tile computes (rows are
+ * only a few KiB, too short for the hardware prefetcher to ramp up on). A
+ * prefetch past the tensor's end never faults. */
+static inline __attribute__((always_inline)) void
+tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          uint32_t k0, uint32_t k1, __m512 (*carry)[CMAX]) {
+    __m512 acc[8][CMAX];
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
-    for (uint32_t b = 0; b < k / 32; b++) {
-        __m512 wv[8][2];
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    for (uint32_t i = k0; i < k1; i += 32) {
+        __m512 we[8], wo[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (PF)
-                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * row_bytes + b * qblock_bytes(t)),
-                             _MM_HINT_T0);
-            qweights(t, w + (size_t)(n + r) * row_bytes, b, wv[r]);
+            if (src == SRC_F32) {
+                const float *wr = (const float *)w + (size_t)(n - row0 + r) * k + i;
+                we[r] = _mm512_load_ps(wr);
+                wo[r] = _mm512_load_ps(wr + 16);
+            } else if (src == SRC_BF16) {
+                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                __m512i wv = _mm512_loadu_si512(wr);
+                if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+                wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+            } else { /* a quantized block, decoded here */
+                const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
+                if (PF)
+                    _mm_prefetch((const char *)(row + R * row_bytes + i / 32 * qblock_bytes(src)),
+                                 _MM_HINT_T0);
+                __m512 wv[2];
+                qweights(src, row, i / 32, wv);
+                we[r] = wv[0];
+                wo[r] = wv[1];
+            }
         }
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + (size_t)32 * b;
+            const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
             __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                acc[r][c] = _mm512_fmadd_ps(wv[r][0], xe, acc[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(wv[r][1], xo, acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(we[r], xe, acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(wo[r], xo, acc[r][c]);
             }
         }
     }
-    store_tile(&acc[0][0], MC, R, C, n, m0, y);
+    if (k1 < k) { /* a later span continues these chains */
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
+        return;
+    }
+    store_tile(&acc[0][0], CMAX, R, C, n, m, y);
+}
+
+/* A whole tile (decode, and rows that need no span). */
+static inline __attribute__((always_inline)) void tile_any(const void *w, int src,
+                                                           size_t row_bytes, uint32_t k,
+                                                           const char *x, size_t x_stride, int R,
+                                                           int C, int PF, uint32_t n,
+                                                           float *const *y) {
+    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, 0, y, 0, k, NULL);
+}
+
+#define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
+/* Chunks of K per pass over a block's weight tiles: a 4-row activation tile
+ * of a 1024-value span (16 KiB FP32) stays in L1 while the block's weight
+ * tiles stream past it from L2. Whole rows of the down projection (K =
+ * 3072: 48 KiB per tile) do not fit, and the matmul ran at ~157 GFLOPS per
+ * core against ~190 for K = 1024 on Zen 5. */
+#define K_SPAN 1024
+
+/* Every activation row [0, m) against weight rows [nb, ne) of source src
+ * (BF16 rows of w, quantized rows row_bytes apart, or FP32 rows of w from
+ * row0), at most W_BLOCK of them: 4 x 4 tiles (Q8_0: 2 x 8, then 2 x 4),
+ * the last 1-3 activation rows in one more pass over the weights; K in
+ * spans of K_SPAN, each activation tile's accumulators carried between
+ * spans in carry[] (32 KiB). */
+static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
+                                                             size_t row_bytes, uint32_t row0,
+                                                             uint32_t k, const char *xb,
+                                                             size_t x_stride, uint32_t nb,
+                                                             uint32_t ne, uint32_t m,
+                                                             float *const *y) {
+    _Alignas(64) __m512 carry[W_BLOCK][CMAX];
+#define ROW_TILES(C)                                                                        \
+    do {                                                                                    \
+        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
+            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
+            for (; n + RT <= ne; n += RT)                                                   \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, RT, C, 0, n, r, y, k0, k1, \
+                          carry + (n - nb));                                                \
+            for (; n < ne; n++)                                                             \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
+                          carry + (n - nb));                                                \
+        }                                                                                   \
+    } while (0)
+    const int RT = src == QT_Q8_0 ? 2 : 4; /* weight rows per tile */
+    uint32_t r = 0;
+    if (src == QT_Q8_0)
+        for (; r + 8 <= m; r += 8) ROW_TILES(8);
+    for (; r + 4 <= m; r += 4) ROW_TILES(4);
+    switch (m - r) {
+    case 3: ROW_TILES(3); break;
+    case 2: ROW_TILES(2); break;
+    case 1: ROW_TILES(1); break;
+    default: break;
+    }
+#undef ROW_TILES
+}
+
+static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    const char *xb = x;
+    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
+        uint32_t n = n0;
+        for (; n + 8 <= n1; n += 8) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 8, 1, 1, n, y);
+        for (; n < n1; n++) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 1, 1, 0, n, y);
+        return;
+    }
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
+        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1,
+                   m, y);
 }
 
 /* Q4 prefill decodes up to QDEC_ROWS weight rows at a time into this much
@@ -285,29 +270,6 @@ static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w,
 enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
-/* Activation rows [0, m) of weight rows [n0, n1), decoding in the tiles. */
-static inline __attribute__((always_inline)) void qrows(int t, const uint8_t *wb,
-                                                        size_t row_bytes, uint32_t k,
-                                                        const char *xb, size_t x_stride,
-                                                        uint32_t n0, uint32_t n1, uint32_t m,
-                                                        float *const *y) {
-    enum { NB = 64 }; /* weight rows per cache block */
-    for (uint32_t nb = n0; nb < n1; nb += NB) {
-        uint32_t ne = nb + NB < n1 ? nb + NB : n1;
-        uint32_t r = 0;
-        for (; r + 4 <= m; r += 4) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 4, 0, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
-        }
-        for (; r < m; r++) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 0, n, r, y);
-            for (; n < ne; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
-        }
-    }
-}
-
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
                                                            uint32_t n0, uint32_t n1,
                                                            const void *x, size_t x_stride,
@@ -318,14 +280,16 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
     if (m == 1) { /* decode: stream weights once, 8 rows in flight */
         uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) qtile(t, wb, row_bytes, k, xb, x_stride, 8, 1, 1, n, 0, y);
-        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
+        for (; n + 8 <= n1; n += 8) tile_any(wb, t, row_bytes, k, xb, x_stride, 8, 1, 1, n, y);
+        for (; n < n1; n++) tile_any(wb, t, row_bytes, k, xb, x_stride, 1, 1, 0, n, y);
         return;
     }
     uint32_t rows = QDEC_FLOATS / k;
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
     if (t == QT_Q8_0 || m < QDEC_MIN_M || rows == 0) {
-        qrows(t, wb, row_bytes, k, xb, x_stride, n0, n1, m, y);
+        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
+            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb,
+                       nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
         return;
     }
     _Alignas(64) float dec[QDEC_FLOATS];
@@ -339,7 +303,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
                 _mm512_store_ps(dst, wv[0]);
                 _mm512_store_ps(dst + 16, wv[1]);
             }
-        block_rows(dec, 1, nb, k, xb, x_stride, nb, ne, m, y);
+        block_rows(dec, SRC_F32, 0, nb, k, xb, x_stride, nb, ne, m, y);
     }
 }
 

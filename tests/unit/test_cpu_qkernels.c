@@ -25,9 +25,10 @@
  * (64 KiB of BF16, i.e. K > 8192 leaves under 4 rows), so its fallback
  * that decodes inside the tiles runs too (Qwen3-4B's down projection has
  * K = 9728); the avx512 tier's Q4 decode buffer (384 KiB of FP32) holds 11
- * such rows, so a decoded block ends in a remainder. MMAX = 7 runs both
- * sides of the avx512 Q4 prefill switch (M >= 4 decodes once). */
-enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 7 };
+ * such rows, so a decoded block ends in a remainder. MMAX = 11 runs both
+ * sides of the avx512 Q4 prefill switch (M >= 4 decodes once) and the
+ * avx512 Q8_0 tiles of 8 activation rows with every remainder (M = 8..11). */
+enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 11 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
