@@ -29,12 +29,11 @@
  * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
 static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
-/* Matrix-matrix tiles: 4 weight rows x 4 activation rows (5 and 6 rows
- * measured the same on Zen 5), except Q8_0, decoded in the tile at 8 ops
- * per weight row and chunk: 2 x 8, so each decoded row serves twice the
- * activation rows (Q8_0 matmul microbenchmark +5-8 % on Zen 5). CMAX
- * bounds C everywhere. */
-#define CMAX 8
+/* Matrix-matrix tiles: 4 weight rows x MC activation rows. 5 and 6 rows
+ * measured the same on Zen 5; Q8_0 at 2 x 8 (each in-tile decoded row
+ * serving twice the rows) won 5-8 % in a one-matmul microbenchmark but lost
+ * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4. */
+#define MC 4
 
 static void pack_act(const float *x, uint32_t k, void *dst) {
     float *out = dst;
@@ -136,8 +135,8 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
-          uint32_t k0, uint32_t k1, __m512 (*carry)[CMAX]) {
-    __m512 acc[8][CMAX];
+          uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
+    __m512 acc[8][MC];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -186,7 +185,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
         return;
     }
-    store_tile(&acc[0][0], CMAX, R, C, n, m, y);
+    store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
 /* A whole tile (decode, and rows that need no span). */
@@ -208,35 +207,32 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
  * (BF16 rows of w, quantized rows row_bytes apart, or FP32 rows of w from
- * row0), at most W_BLOCK of them: 4 x 4 tiles (Q8_0: 2 x 8, then 2 x 4),
- * the last 1-3 activation rows in one more pass over the weights; K in
- * spans of K_SPAN, each activation tile's accumulators carried between
- * spans in carry[] (32 KiB). */
+ * row0), at most W_BLOCK of them: 4 x 4 tiles, the last 1-3 activation
+ * rows in one more pass over the weights; K in spans of K_SPAN, each
+ * activation tile's accumulators carried between spans in carry[] (16
+ * KiB). */
 static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
                                                              size_t row_bytes, uint32_t row0,
                                                              uint32_t k, const char *xb,
                                                              size_t x_stride, uint32_t nb,
                                                              uint32_t ne, uint32_t m,
                                                              float *const *y) {
-    _Alignas(64) __m512 carry[W_BLOCK][CMAX];
+    _Alignas(64) __m512 carry[W_BLOCK][MC];
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
-            for (; n + RT <= ne; n += RT)                                                   \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, RT, C, 0, n, r, y, k0, k1, \
+            for (; n + 4 <= ne; n += 4)                                                     \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1, \
                           carry + (n - nb));                                                \
             for (; n < ne; n++)                                                             \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
                           carry + (n - nb));                                                \
         }                                                                                   \
     } while (0)
-    const int RT = src == QT_Q8_0 ? 2 : 4; /* weight rows per tile */
     uint32_t r = 0;
-    if (src == QT_Q8_0)
-        for (; r + 8 <= m; r += 8) ROW_TILES(8);
-    for (; r + 4 <= m; r += 4) ROW_TILES(4);
-    switch (m - r) {
+    for (; r + MC <= m; r += MC) ROW_TILES(MC);
+    switch (m - r) { /* MC == 4 */
     case 3: ROW_TILES(3); break;
     case 2: ROW_TILES(2); break;
     case 1: ROW_TILES(1); break;

@@ -26,8 +26,8 @@
  * that decodes inside the tiles runs too (Qwen3-4B's down projection has
  * K = 9728); the avx512 tier's Q4 decode buffer (384 KiB of FP32) holds 11
  * such rows, so a decoded block ends in a remainder. MMAX = 11 runs both
- * sides of the avx512 Q4 prefill switch (M >= 4 decodes once) and the
- * avx512 Q8_0 tiles of 8 activation rows with every remainder (M = 8..11). */
+ * sides of the avx512 Q4 prefill switch (M >= 4 decodes once) and two
+ * whole 4-row activation tiles plus every remainder. */
 enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 11 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
