@@ -29,12 +29,6 @@
  * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
 static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
-/* Matrix-matrix tiles: 4 weight rows x MC activation rows. 5 and 6 rows
- * measured the same on Zen 5; Q8_0 at 2 x 8 (each in-tile decoded row
- * serving twice the rows) won 5-8 % in a one-matmul microbenchmark but lost
- * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4. */
-#define MC 4
-
 static void pack_act(const float *x, uint32_t k, void *dst) {
     float *out = dst;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -46,11 +40,17 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
+/* Matrix-matrix tiles: 4 weight rows x MC activation rows. 5 and 6 rows
+ * measured the same on Zen 5; Q8_0 at 2 x 8 (each in-tile decoded row
+ * serving twice the rows) won 5-8 % in a one-matmul microbenchmark but lost
+ * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4. */
+#define MC 4
+
 /* Weight sources of a tile besides the quantized types (QT_*,
  * kernels_simd.h): BF16 rows, or FP32 rows already decoded (Q4 prefill). */
 #define SRC_BF16 16
 #define SRC_F32 17
-_Static_assert((int)QT_Q8_0 < 16 && (int)QT_Q4_0 < 16 && (int)QT_Q4_1 < 16,
+_Static_assert((int)QT_Q8_0 < SRC_BF16 && (int)QT_Q4_0 < SRC_BF16 && (int)QT_Q4_1 < SRC_BF16,
                "weight sources are distinct");
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----

@@ -17,8 +17,7 @@
  *    32-value chunk of K in order: acc = vdpbf16ps(acc, w chunk, x chunk)
  *    (lane i adds w[2i] x[2i] + w[2i+1] x[2i+1]); then
  *    the fold tree of kernels_avx512.h (store_tile). One instruction per
- *    32 MACs, against two
- *    FMAs and two widening ops on the FP32 tier.
+ *    32 MACs, against two FMAs and two widening ops on the FP32 tier.
  *  - Quantized weights (Q8_0, Q4_0, Q4_1): a block's small integers q are
  *    exact in BF16 (-128..127 and 0..15 need at most 8 significant bits),
  *    so per 32-value block b: t = vdpbf16ps(0, q_b, x_b), a dot product
