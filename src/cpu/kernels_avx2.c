@@ -1,11 +1,13 @@
 /* AVX2 + FMA tier: the Makefile compiles this file, and only this file, with
  * -mavx2 -mfma -mf16c; dispatch.c calls into it only after CPUID says so.
  *
- * Matmul: BF16 weights widened to FP32 (exact), activations stay FP32.
- * One 8-lane accumulator per output, lane j summing k = j, j+8, ... by FMA;
- * the lanes fold in one fixed tree (hsum8). The matrix-vector tile (4
- * weight rows x 1) and matrix-matrix tile (4 weight rows x 3 activation
- * rows) run exactly this per output. */
+ * Matmul: weights widened (BF16) or decoded (Q8_0, Q4_0, Q4_1: the exact
+ * FP32 values the oracle decodes) to FP32 in value order, activations stay
+ * FP32 in value order. One 8-lane accumulator per output, lane j summing
+ * k = j, j+8, ... by FMA; the lanes fold in one fixed tree (hsum8). Every
+ * tile -- matrix-vector (8 BF16 or 4 quantized weight rows x 1) and
+ * matrix-matrix (4 weight rows x 3 activation rows), whatever the weight
+ * source -- runs exactly this per output (tile_span). */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -69,31 +71,134 @@ static inline __m256 bf16x8_to_f32(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* PF (decode): each weight row's next line is prefetched R rows ahead --
+/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
+ * Block b of a row as its 32 exact FP32 weights in value order, w[v] =
+ * values 8v .. 8v+7: Q8_0 d * q; Q4_0 d * (q - 8), computed as one
+ * FMA(d, q, -8d) (-8d is exact, so the single rounding of d q - 8d is that
+ * of d (q - 8)); Q4_1 d * q + m, two roundings, as the oracle does. A Q4
+ * byte j holds value j in its low nibble and j + 16 in its high one, so
+ * eight bytes zero-extended to dwords give values j.. (AND 15) and j+16..
+ * (shift right 4). */
+static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
+                                                           __m256 w[4]) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        #pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk->qs + 8 * v));
+            w[v] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+        }
+        return;
+    }
+    float ds, ms = 0.0f;
+    const uint8_t *qs = q4_block(t, row, b, &ds, &ms);
+    const __m256i nibble = _mm256_set1_epi32(15);
+    __m256 d = _mm256_set1_ps(ds);
+    __m256i q[4];
+    __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
+    q[0] = _mm256_and_si256(b0, nibble);
+    q[1] = _mm256_and_si256(b1, nibble);
+    q[2] = _mm256_srli_epi32(b0, 4);
+    q[3] = _mm256_srli_epi32(b1, 4);
+    if (t == QT_Q4_0) {
+        __m256 base = _mm256_set1_ps(-8.0f * ds);
+        #pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) w[v] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[v]), base);
+    } else {
+        __m256 mn = _mm256_set1_ps(ms);
+        #pragma GCC unroll 4
+        for (int v = 0; v < 4; v++)
+            w[v] = _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q[v])), mn);
+    }
+}
+
+/* Block b of a quantized row as 32 FP32 weights in value order (prefill's
+ * decode-once, kernels_blocked.h). */
+static inline __attribute__((always_inline)) void qdecode_block(int t, const uint8_t *row,
+                                                                uint32_t b, float *dst) {
+    __m256 wv[4];
+    qweights(t, row, b, wv);
+    #pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) _mm256_store_ps(dst + 8 * v, wv[v]);
+}
+
+/* Matrix-matrix tiles: 4 weight rows x 3 activation rows -- 12
+ * accumulators, 3 activation vectors and a weight vector fill the 16 YMM
+ * registers. */
+#define MC 3
+
+/* tile_span: chunks [k0, k1) of an R x C tile (R weight rows x C
+ * activation rows; R, C, PF and src compile-time constants at every call
+ * site, so acc[][] lives in registers). A span with k0 > 0 picks the
+ * accumulators up from carry[r][c] and one with k1 < k leaves them there:
+ * storing and reloading a register is exact, so spans do not change the
+ * sequence. Weight row n + r is, by src: BF16 row n + r of w; quantized
+ * row n + r (row_bytes apart), decoded block by block by qweights; or FP32
+ * row n - row0 + r of w (decoded once, kernels_blocked.h). Per output:
+ * acc = 0; acc = FMA(w_i, x_i, acc) for each 8-value vector i in K order;
+ * hsum8 -- whatever the source, R, C and the neighbours: matrix-vector and
+ * matrix-matrix, decoded in the tile or once, give the same bits.
+ * PF (decode): each weight row's next line is prefetched R rows ahead --
  * the next tile's -- because rows of a few KiB are too short for the
  * hardware prefetcher to ramp up on. Prefetches never fault. */
-static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
-                                                       const char *x, size_t x_stride,
-                                                       int R, int C, int PF, uint32_t n,
-                                                       uint32_t m, float *const *y) {
-    __m256 acc[8][3];
+static inline __attribute__((always_inline)) void
+tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          uint32_t k0, uint32_t k1, __m256 (*carry)[MC]) {
+    __m256 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
-    for (uint32_t i = 0; i < k; i += 8) {
-        __m256 xv[3];
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++)
-            xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            if (PF && i % 32 == 0) /* one 64-byte line per 32 values */
-                _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
-            __m256 wv = bf16x8_to_f32(w + (size_t)(n + r) * k + i);
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
+    if (src == SRC_BF16 || src == SRC_F32) {
+        for (uint32_t i = k0; i < k1; i += 8) {
+            __m256 xv[MC];
             #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+            for (int c = 0; c < C; c++)
+                xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                __m256 wv;
+                if (src == SRC_F32) {
+                    wv = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
+                } else {
+                    const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                    if (PF && i % 32 == 0) /* one 64-byte line per 32 values */
+                        _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                    wv = bf16x8_to_f32(wr);
+                }
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+            }
         }
+    } else { /* quantized rows, a 32-value block at a time */
+        for (uint32_t i = k0; i < k1; i += 32) {
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
+                if (PF)
+                    _mm_prefetch((const char *)(row + R * row_bytes + i / 32 * qblock_bytes(src)),
+                                 _MM_HINT_T0);
+                __m256 wv[4];
+                qweights(src, row, i / 32, wv);
+                #pragma GCC unroll 8
+                for (int c = 0; c < C; c++) {
+                    const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
+                    #pragma GCC unroll 4
+                    for (int v = 0; v < 4; v++)
+                        acc[r][c] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(xc + 8 * v), acc[r][c]);
+                }
+            }
+        }
+    }
+    if (k1 < k) { /* a later span continues these chains */
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
+        return;
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -101,32 +206,16 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
         for (int c = 0; c < C; c++) y[m + c][n + r] = hsum8(acc[r][c]);
 }
 
-#define W_BLOCK 64
-
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    const char *xb = x;
-    if (m == 1) {
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
-        return;
-    }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-        uint32_t r = 0;
-        for (; r + 3 <= m; r += 3) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 3, 0, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 3, 0, n, r, y);
-        }
-        for (; r < m; r++) {
-            uint32_t n = nb;
-            for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, 1, 0, n, r, y);
-            for (; n < ne; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, r, y);
-        }
-    }
-}
+/* Decode: weight rows in flight per matrix-vector tile (quantized: 2 rows
+ * lost ~8 % of Q4_0 decode, 8 measured the same as 4 on Zen 5). */
+#define MV_ROWS_BF16 8
+#define MV_ROWS_Q 4
+/* Q8_0 prefill decodes once too: with half the AVX-512 tier's FMA rate the
+ * FP32 rows' L2 traffic costs less than decoding per 4 x 3 tile, whose
+ * decode serves only 3 activation rows (Zen 5, avx2 tier, Q8_0 prefill 512:
+ * 118 tok/s in the tiles, 168 decoded once). */
+#define QDEC_Q8_0 1
+#include "cpu/kernels_blocked.h"
 
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
  * plain algorithm). K and V rows are widened once per block into an L1
@@ -211,94 +300,6 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
 
 #include "cpu/kernels_att.h"
 
-/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
- * Blocks decoded in registers to 4 x 8 FP32 small integers q (Q4_0: nibble
- * - 8), exact; activations are the FP32 rows the BF16 matmul reads. Per
- * output, in block order:
- *   s = q0*x0 (+FMA q1*x1, q2*x2, q3*x3);  acc = FMA(d, s, acc)
- *   (Q4_1 also acc = FMA(m, (x0 + x1) + (x2 + x3), acc))
- * then hsum8. A weight row's block is decoded once for up to 4 activation
- * rows (qtile C = 4 or 1); decode runs 4 weight rows per tile (R = 4) with
- * the next tile prefetched. Every output runs the same sequence either way. */
-/* Block b of a row as 4 x 8 FP32 small integers, d and m broadcast. */
-static inline __attribute__((always_inline)) void qdecode(int t, const uint8_t *row, uint32_t b,
-                                                          __m256 q[4], __m256 *d, __m256 *mn) {
-    __m128i lo, hi;
-    float ds, ms = 0.0f;
-    qblock_ints(t, row, b, &lo, &hi, &ds, &ms);
-    *d = _mm256_set1_ps(ds);
-    if (t == QT_Q4_1) *mn = _mm256_set1_ps(ms);
-    q[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-    q[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-    q[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-    q[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
-}
-
-static inline __attribute__((always_inline)) void qtile(int t, const uint8_t *w, size_t row_bytes,
-                                                        uint32_t k, const char *x,
-                                                        size_t x_stride, int R, int C, int PF,
-                                                        uint32_t n, uint32_t m0,
-                                                        float *const *y) {
-    __m256 acc[4][4];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
-    for (uint32_t b = 0; b < k / 32; b++) {
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const uint8_t *row = w + (size_t)(n + r) * row_bytes;
-            if (PF) _mm_prefetch((const char *)(row + R * row_bytes + b * qblock_bytes(t)), _MM_HINT_T0);
-            __m256 q[4], d, mn = _mm256_setzero_ps();
-            qdecode(t, row, b, q, &d, &mn);
-            #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const float *xc = (const float *)(x + (size_t)(m0 + c) * x_stride) + 32 * b;
-                __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8);
-                __m256 x2 = _mm256_loadu_ps(xc + 16), x3 = _mm256_loadu_ps(xc + 24);
-                __m256 s = _mm256_mul_ps(q[0], x0);
-                s = _mm256_fmadd_ps(q[1], x1, s);
-                s = _mm256_fmadd_ps(q[2], x2, s);
-                s = _mm256_fmadd_ps(q[3], x3, s);
-                acc[r][c] = _mm256_fmadd_ps(d, s, acc[r][c]);
-                if (t == QT_Q4_1)
-                    acc[r][c] = _mm256_fmadd_ps(
-                        mn, _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3)), acc[r][c]);
-            }
-        }
-    }
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) y[m0 + c][n + r] = hsum8(acc[r][c]);
-}
-
-static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
-                                                           uint32_t n0, uint32_t n1,
-                                                           const void *x, size_t x_stride,
-                                                           uint32_t m, float *const *y) {
-    const char *xb = x;
-    const uint8_t *wb = w;
-    size_t row_bytes = (size_t)(k / 32) * qblock_bytes(t);
-    if (m == 1) { /* decode: stream weights once, 4 rows in flight */
-        uint32_t n = n0;
-        for (; n + 4 <= n1; n += 4) qtile(t, wb, row_bytes, k, xb, x_stride, 4, 1, 1, n, 0, y);
-        for (; n < n1; n++) qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, 0, y);
-        return;
-    }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-        uint32_t r = 0;
-        for (; r + 4 <= m; r += 4)
-            for (uint32_t n = nb; n < ne; n++)
-                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 4, 0, n, r, y);
-        for (; r < m; r++)
-            for (uint32_t n = nb; n < ne; n++)
-                qtile(t, wb, row_bytes, k, xb, x_stride, 1, 1, 0, n, r, y);
-    }
-}
-
-KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
     .name = "avx2",

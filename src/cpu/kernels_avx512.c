@@ -46,24 +46,19 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4. */
 #define MC 4
 
-/* Weight sources of a tile besides the quantized types (QT_*,
- * kernels_simd.h): BF16 rows, or FP32 rows already decoded (Q4 prefill). */
-#define SRC_BF16 16
-#define SRC_F32 17
-_Static_assert((int)QT_Q8_0 < SRC_BF16 && (int)QT_Q4_0 < SRC_BF16 && (int)QT_Q4_1 < SRC_BF16,
-               "weight sources are distinct");
-
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
- * decodes: d * q, Q4_1: FMA(d, q, m)) in the packed activation's order,
- * evens then odds, so a quantized matmul is the BF16 tile's FMA sequence
- * with another weight source. Per output, in block order:
+ * decodes: d * q; Q4_1: d * q + m, two roundings) in the packed
+ * activation's order, evens then odds, so a quantized matmul is the BF16
+ * tile's FMA sequence with another weight source. Per output, in block
+ * order:
  *   acc = FMA(w_even, x_even, acc); acc = FMA(w_odd, x_odd, acc)
  * then the fold tree (store_tile). Decode (one activation row) decodes each
  * block in registers as it streams; Q4 prefill decodes a block of weight
  * rows once into FP32 on the stack and runs every activation row against
- * it (block_rows on FP32 rows), so the decode work is per weight row, not per (weight tile,
- * activation tile). Both run the same sequence per output: same bits.
+ * it (kernels_blocked.h), so the decode work is per weight row, not per
+ * (weight tile, activation tile). Both run the same sequence per output:
+ * same bits.
  * Using the packed activation as is saves the two permutes per activation
  * chunk that putting it back in value order cost (Q8_0 prefill 185-208 ->
  * 234 tok/s on Zen 5); the weights' association changes with it, in
@@ -72,7 +67,7 @@ _Static_assert((int)QT_Q8_0 < SRC_BF16 && (int)QT_Q4_0 < SRC_BF16 && (int)QT_Q4_
  * w[1] (1, 3, .., 31). Q8_0 sign-extends its int8 q to 16-bit pairs, so
  * one dword holds values 2j (low half) and 2j+1 (high half): shifts split
  * them. Q4_0 / Q4_1 look the weights up: the 16 possible weights of the
- * block (d * (i - 8), or FMA(d, i, m), i = 0..15: the same IEEE operations
+ * block (d * (i - 8), or d * i + m, i = 0..15: the same IEEE operations
  * on the same operands, so bitwise the oracle's values) fill one register,
  * and _mm512_permutexvar_ps picks each lane's weight by the low 4 bits of
  * its index (byte j: value j in the low nibble, j + 16 in the high one;
@@ -97,7 +92,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         table = _mm512_mul_ps(_mm512_set1_ps(d), q);
     } else {
         const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        table = _mm512_fmadd_ps(_mm512_set1_ps(d), q, _mm512_set1_ps(m));
+        table = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(d), q), _mm512_set1_ps(m));
     }
     /* Dword lane i holds byte pair (2j, 2j + 1), j = i mod 8: the low
      * nibbles of its two bytes are values 2j and 2j + 1, the high ones
@@ -188,122 +183,24 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
-/* A whole tile (decode, and rows that need no span). */
-static inline __attribute__((always_inline)) void tile_any(const void *w, int src,
-                                                           size_t row_bytes, uint32_t k,
-                                                           const char *x, size_t x_stride, int R,
-                                                           int C, int PF, uint32_t n,
-                                                           float *const *y) {
-    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, 0, y, 0, k, NULL);
+/* Block b of a quantized row as 32 FP32 weights in the packed order (Q4
+ * prefill's decode-once, kernels_blocked.h). */
+static inline __attribute__((always_inline)) void qdecode_block(int t, const uint8_t *row,
+                                                                uint32_t b, float *dst) {
+    __m512 wv[2];
+    qweights(t, row, b, wv);
+    _mm512_store_ps(dst, wv[0]);
+    _mm512_store_ps(dst + 16, wv[1]);
 }
 
-#define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
-/* Chunks of K per pass over a block's weight tiles: a 4-row activation tile
- * of a 1024-value span (16 KiB FP32) stays in L1 while the block's weight
- * tiles stream past it from L2. Whole rows of the down projection (K =
- * 3072: 48 KiB per tile) do not fit, and the matmul ran at ~157 GFLOPS per
- * core against ~190 for K = 1024 on Zen 5. */
-#define K_SPAN 1024
+#define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */
+#define MV_ROWS_Q 8
+/* Q8_0's decode is a widen and a multiply: decoded once, its FP32 rows
+ * doubled the L2 traffic of its 1-byte weights and lost (kernels_blocked.h). */
+#define QDEC_Q8_0 0
+#include "cpu/kernels_blocked.h"
 
-/* Every activation row [0, m) against weight rows [nb, ne) of source src
- * (BF16 rows of w, quantized rows row_bytes apart, or FP32 rows of w from
- * row0), at most W_BLOCK of them: 4 x 4 tiles, the last 1-3 activation
- * rows in one more pass over the weights; K in spans of K_SPAN, each
- * activation tile's accumulators carried between spans in carry[] (16
- * KiB). */
-static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
-                                                             size_t row_bytes, uint32_t row0,
-                                                             uint32_t k, const char *xb,
-                                                             size_t x_stride, uint32_t nb,
-                                                             uint32_t ne, uint32_t m,
-                                                             float *const *y) {
-    _Alignas(64) __m512 carry[W_BLOCK][MC];
-#define ROW_TILES(C)                                                                        \
-    do {                                                                                    \
-        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
-            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
-            for (; n + 4 <= ne; n += 4)                                                     \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1, \
-                          carry + (n - nb));                                                \
-            for (; n < ne; n++)                                                             \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
-                          carry + (n - nb));                                                \
-        }                                                                                   \
-    } while (0)
-    uint32_t r = 0;
-    for (; r + MC <= m; r += MC) ROW_TILES(MC);
-    switch (m - r) { /* MC == 4 */
-    case 3: ROW_TILES(3); break;
-    case 2: ROW_TILES(2); break;
-    case 1: ROW_TILES(1); break;
-    default: break;
-    }
-#undef ROW_TILES
-}
 
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    const char *xb = x;
-    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 8, 1, 1, n, y);
-        for (; n < n1; n++) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 1, 1, 0, n, y);
-        return;
-    }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
-        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1,
-                   m, y);
-}
-
-/* Q4 prefill decodes up to QDEC_ROWS weight rows at a time into this much
- * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
- * stream the activations from L3 too often); rows longer than the buffer,
- * calls with fewer than QDEC_MIN_M activation rows, and Q8_0 decode inside
- * the tiles instead. Measured on Zen 5, synthetic-0.6b, 512-token prefill
- * (3 reps): Q4_0 216 -> 232 tok/s decoded once; Q8_0, whose decode is a
- * widen and a multiply, 234 -> 219 (the FP32 rows double the L2 traffic of
- * its 1-byte weights), so Q8_0 keeps the in-tile decode. */
-enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
-_Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
-
-static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
-                                                           uint32_t n0, uint32_t n1,
-                                                           const void *x, size_t x_stride,
-                                                           uint32_t m, float *const *y) {
-    const char *xb = x;
-    const uint8_t *wb = w;
-    const uint32_t nblk = k / 32;
-    size_t row_bytes = (size_t)nblk * qblock_bytes(t);
-    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile_any(wb, t, row_bytes, k, xb, x_stride, 8, 1, 1, n, y);
-        for (; n < n1; n++) tile_any(wb, t, row_bytes, k, xb, x_stride, 1, 1, 0, n, y);
-        return;
-    }
-    uint32_t rows = QDEC_FLOATS / k;
-    if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if (t == QT_Q8_0 || m < QDEC_MIN_M || rows == 0) {
-        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
-            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb,
-                       nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
-        return;
-    }
-    _Alignas(64) float dec[QDEC_FLOATS];
-    for (uint32_t nb = n0; nb < n1; nb += rows) {
-        uint32_t ne = nb + rows < n1 ? nb + rows : n1;
-        for (uint32_t n = nb; n < ne; n++)
-            for (uint32_t b = 0; b < nblk; b++) {
-                __m512 wv[2];
-                qweights(t, wb + (size_t)n * row_bytes, b, wv);
-                float *dst = dec + (size_t)(n - nb) * k + (size_t)32 * b;
-                _mm512_store_ps(dst, wv[0]);
-                _mm512_store_ps(dst + 16, wv[1]);
-            }
-        block_rows(dec, SRC_F32, 0, nb, k, xb, x_stride, nb, ne, m, y);
-    }
-}
-
-KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
     .name = "avx512",

@@ -81,13 +81,14 @@ static void silu_mul(float *g, const float *u, uint32_t n) {
 }
 
 /* ---- quantized weight blocks: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32)
- * One decoder for both tiers: block b of a row as its 32 small integers q
- * in two 16-byte halves (lo = values 0..15, hi = 16..31; Q4_0 already
- * nibble - 8; Q4_1 nibbles 0..15), its scale d and (Q4_1) minimum m. The
- * tiers widen q to FP32 (exact) their own way; d * q (Q4_1: d * q + m) is
- * the value the oracle decodes. Nibble order is ggml's: byte j holds value
- * j low and value j + 16 high. */
+ * The FP32 tiers decode a block to its exact FP32 weights (d * q; Q4_0 q is
+ * nibble - 8; Q4_1 d * q + m: the values the oracle decodes) each its own
+ * way (avx512bf16 multiplies the small integers q instead). Nibble order
+ * is ggml's: byte j holds value j low and value j + 16 high. */
 enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
+/* The matmul tiles' other weight sources (kernels_blocked.h): BF16 rows,
+ * or FP32 rows already decoded from a quantized type. */
+enum { SRC_BF16 = 16, SRC_F32 = 17 };
 
 static inline size_t qblock_bytes(int t) {
     return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
@@ -109,27 +110,6 @@ static inline __attribute__((always_inline)) const uint8_t *q4_block(int t, cons
     *d = _cvtsh_ss(blk->d);
     *m = _cvtsh_ss(blk->m);
     return blk->qs;
-}
-
-static inline __attribute__((always_inline)) void qblock_ints(int t, const uint8_t *row,
-                                                              uint32_t b, __m128i *lo,
-                                                              __m128i *hi, float *d, float *m) {
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        *lo = _mm_loadu_si128((const __m128i *)blk->qs);
-        *hi = _mm_loadu_si128((const __m128i *)(blk->qs + 16));
-        return;
-    }
-    const uint8_t *qs = q4_block(t, row, b, d, m);
-    const __m128i mask = _mm_set1_epi8(15);
-    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
-    *lo = _mm_and_si128(raw, mask);
-    *hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-    if (t == QT_Q4_0) {
-        *lo = _mm_sub_epi8(*lo, _mm_set1_epi8(8));
-        *hi = _mm_sub_epi8(*hi, _mm_set1_epi8(8));
-    }
 }
 
 /* The table's three quantized entries, over the tier's matmul_q(t, ...). */

@@ -1,0 +1,145 @@
+/* The matmul drivers of the FP32-activation SIMD tiers (kernels_avx2.c,
+ * kernels_avx512.c): how a call's weight rows and activation rows are cut
+ * into tiles, spans and decoded blocks. The tiles themselves differ by
+ * instruction set and stay in the tier files. Included once by each, after
+ * it defines:
+ *
+ *   vf, MC                   the tier's vector; activation rows per
+ *                            matrix-matrix tile (its weight rows: 4)
+ *   tile_span(...)           chunks [k0, k1) of an R x C tile from one
+ *                            weight source (SRC_BF16, SRC_F32, QT_*),
+ *                            accumulators parked in carry[r][c] between
+ *                            spans; the per-output operation sequence must
+ *                            not depend on the source, R, C or the span cut
+ *   qdecode_block(t, row, b, dst)  block b of a quantized row as 32 exact
+ *                            FP32 weights, in the order tile_span reads
+ *                            SRC_F32 rows
+ *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode)
+ *   QDEC_Q8_0                1: Q8_0 prefill decodes once like Q4 does;
+ *                            0: it decodes inside the tiles
+ *
+ * Because tile_span runs the same sequence per output whatever the tile
+ * and the weight source, every path below gives the same bits: decode and
+ * prefill, in-tile decode and decode-once, any thread split (kernels.h). */
+#ifndef KIPP_CPU_KERNELS_BLOCKED_H
+#define KIPP_CPU_KERNELS_BLOCKED_H
+
+#define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
+/* Chunks of K per pass over a block's weight tiles: an activation tile of
+ * a 1024-value span (AVX-512: 4 rows, 16 KiB FP32) stays in L1 while the
+ * block's weight tiles stream past it from L2. Whole rows of the down
+ * projection (K = 3072: 48 KiB per tile) do not fit, and the avx512
+ * matmul ran at ~157 GFLOPS per core against ~190 for K = 1024 on Zen 5. */
+#define K_SPAN 1024
+_Static_assert(K_SPAN % 32 == 0, "spans are whole quantized blocks");
+
+/* A whole tile (decode, and rows that need no span). */
+static inline __attribute__((always_inline)) void tile_any(const void *w, int src,
+                                                           size_t row_bytes, uint32_t k,
+                                                           const char *x, size_t x_stride, int R,
+                                                           int C, int PF, uint32_t n,
+                                                           float *const *y) {
+    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, 0, y, 0, k, NULL);
+}
+
+/* Every activation row [0, m) against weight rows [nb, ne) of source src
+ * (BF16 rows of w, quantized rows row_bytes apart, or FP32 rows of w from
+ * row0), at most W_BLOCK of them: 4 x MC tiles, the last rows in one more
+ * pass over the weights; K in spans of K_SPAN, each activation tile's
+ * accumulators carried between spans in carry[]. */
+static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
+                                                             size_t row_bytes, uint32_t row0,
+                                                             uint32_t k, const char *xb,
+                                                             size_t x_stride, uint32_t nb,
+                                                             uint32_t ne, uint32_t m,
+                                                             float *const *y) {
+    _Alignas(64) vf carry[W_BLOCK][MC];
+#define ROW_TILES(C)                                                                        \
+    do {                                                                                    \
+        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
+            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
+            for (; n + 4 <= ne; n += 4)                                                     \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1, \
+                          carry + (n - nb));                                                \
+            for (; n < ne; n++)                                                             \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
+                          carry + (n - nb));                                                \
+        }                                                                                   \
+    } while (0)
+    _Static_assert(MC == 3 || MC == 4, "the remainder switch covers MC - 1 rows");
+    uint32_t r = 0;
+    for (; r + MC <= m; r += MC) ROW_TILES(MC);
+    switch (m - r) {
+    case 3: ROW_TILES(3); break; /* MC == 4 only */
+    case 2: ROW_TILES(2); break;
+    case 1: ROW_TILES(1); break;
+    default: break;
+    }
+#undef ROW_TILES
+}
+
+static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    const char *xb = x;
+    if (m == 1) { /* decode: stream weights once, MV_ROWS_BF16 rows in flight */
+        uint32_t n = n0;
+        for (; n + MV_ROWS_BF16 <= n1; n += MV_ROWS_BF16)
+            tile_any(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, 1, 1, n, y);
+        for (; n < n1; n++) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 1, 1, 0, n, y);
+        return;
+    }
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
+        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1,
+                   m, y);
+}
+
+/* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
+ * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
+ * stream the activations from L3 too often) and runs every activation row
+ * against them (block_rows on FP32 rows), so the decode work is per weight
+ * row, not per (weight tile, activation tile). Rows longer than the
+ * buffer, calls with fewer than QDEC_MIN_M activation rows, and Q8_0 where
+ * QDEC_Q8_0 is 0 decode inside the tiles instead. Measured on Zen 5
+ * (avx512), synthetic-0.6b, 512-token prefill (3 reps): Q4_0 216 -> 232
+ * tok/s decoded once; Q8_0, whose decode is a widen and a multiply, 234 ->
+ * 219 (the FP32 rows double the L2 traffic of its 1-byte weights). */
+enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
+_Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
+
+static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
+                                                           uint32_t n0, uint32_t n1,
+                                                           const void *x, size_t x_stride,
+                                                           uint32_t m, float *const *y) {
+    const char *xb = x;
+    const uint8_t *wb = w;
+    const uint32_t nblk = k / 32;
+    size_t row_bytes = (size_t)nblk * qblock_bytes(t);
+    if (m == 1) { /* decode: stream weights once, MV_ROWS_Q rows in flight */
+        uint32_t n = n0;
+        for (; n + MV_ROWS_Q <= n1; n += MV_ROWS_Q)
+            tile_any(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, 1, n, y);
+        for (; n < n1; n++) tile_any(wb, t, row_bytes, k, xb, x_stride, 1, 1, 0, n, y);
+        return;
+    }
+    uint32_t rows = QDEC_FLOATS / k;
+    if (rows > QDEC_ROWS) rows = QDEC_ROWS;
+    if ((t == QT_Q8_0 && !QDEC_Q8_0) || m < QDEC_MIN_M || rows == 0) {
+        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
+            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb,
+                       nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
+        return;
+    }
+    _Alignas(64) float dec[QDEC_FLOATS];
+    for (uint32_t nb = n0; nb < n1; nb += rows) {
+        uint32_t ne = nb + rows < n1 ? nb + rows : n1;
+        for (uint32_t n = nb; n < ne; n++)
+            for (uint32_t b = 0; b < nblk; b++)
+                qdecode_block(t, wb + (size_t)n * row_bytes, b,
+                              dec + (size_t)(n - nb) * k + (size_t)32 * b);
+        block_rows(dec, SRC_F32, 0, nb, k, xb, x_stride, nb, ne, m, y);
+    }
+}
+
+KIPP_CPU_MATMUL_Q_ENTRIES
+
+#endif
