@@ -79,11 +79,14 @@ static inline __m256 bf16x8_to_f32(const uint16_t *p) {
  * byte j holds value j in its low nibble and j + 16 in its high one, so
  * eight bytes zero-extended to dwords give values j.. (AND 15) and j+16..
  * (shift right 4). */
+/* An FP16 value in all 8 lanes (broadcast, then one conversion). */
+static inline __m256 half8(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
+
 static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
                                                            __m256 w[4]) {
     if (t == QT_Q8_0) {
         const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        __m256 d = half8(blk->d);
         #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
             __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk->qs + 8 * v));
@@ -91,10 +94,20 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         }
         return;
     }
-    float ds, ms = 0.0f;
-    const uint8_t *qs = q4_block(t, row, b, &ds, &ms);
+    const uint8_t *qs;
+    uint16_t dh, mh = 0;
+    if (t == QT_Q4_0) {
+        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
+        dh = blk->d;
+        qs = blk->qs;
+    } else {
+        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
+        dh = blk->d;
+        mh = blk->m;
+        qs = blk->qs;
+    }
     const __m256i nibble = _mm256_set1_epi32(15);
-    __m256 d = _mm256_set1_ps(ds);
+    __m256 d = half8(dh);
     __m256i q[4];
     __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
     __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
@@ -103,11 +116,11 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
     q[2] = _mm256_srli_epi32(b0, 4);
     q[3] = _mm256_srli_epi32(b1, 4);
     if (t == QT_Q4_0) {
-        __m256 base = _mm256_set1_ps(-8.0f * ds);
+        __m256 base = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
         #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) w[v] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[v]), base);
     } else {
-        __m256 mn = _mm256_set1_ps(ms);
+        __m256 mn = half8(mh);
         #pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             w[v] = _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q[v])), mn);
