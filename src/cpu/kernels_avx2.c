@@ -73,9 +73,10 @@ static inline __m256 bf16x8_to_f32(const uint16_t *p) {
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Block b of a row as its 32 exact FP32 weights in value order, w[v] =
- * values 8v .. 8v+7: Q8_0 d * q; Q4_0 d * (q - 8), computed as one
- * FMA(d, q, -8d) (-8d is exact, so the single rounding of d q - 8d is that
- * of d (q - 8)); Q4_1 d * q + m, two roundings, as the oracle does. A Q4
+ * values 8v .. 8v+7: Q8_0 d * q; Q4_0 d * (q - 8) as FMA(d, q, -8d);
+ * Q4_1 d * q + m as FMA(d, q, m). Bitwise the oracle's values: an FP16
+ * scale (11 significant bits) times a 4-bit q is exact in FP32, and so is
+ * -8d, so each FMA rounds once where the oracle rounds once. A Q4
  * byte j holds value j in its low nibble and j + 16 in its high one, so
  * eight bytes zero-extended to dwords give values j.. (AND 15) and j+16..
  * (shift right 4). */
@@ -122,8 +123,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
     } else {
         __m256 mn = half8(mh);
         #pragma GCC unroll 4
-        for (int v = 0; v < 4; v++)
-            w[v] = _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q[v])), mn);
+        for (int v = 0; v < 4; v++) w[v] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(q[v]), mn);
     }
 }
 

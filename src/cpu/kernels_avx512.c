@@ -48,7 +48,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
- * decodes: d * q; Q4_1: d * q + m, two roundings) in the packed
+ * decodes: d * q; Q4_1: d * q + m) in the packed
  * activation's order, evens then odds, so a quantized matmul is the BF16
  * tile's FMA sequence with another weight source. Per output, in block
  * order:
@@ -67,8 +67,10 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * w[1] (1, 3, .., 31). Q8_0 sign-extends its int8 q to 16-bit pairs, so
  * one dword holds values 2j (low half) and 2j+1 (high half): shifts split
  * them. Q4_0 / Q4_1 look the weights up: the 16 possible weights of the
- * block (d * (i - 8), or d * i + m, i = 0..15: the same IEEE operations
- * on the same operands, so bitwise the oracle's values) fill one register,
+ * block (d * (i - 8), or FMA(d, i, m), i = 0..15: bitwise the oracle's
+ * values, because d * i is exact -- an FP16 significand of 11 bits times
+ * 4 bits -- so the FMA rounds d i + m once, as the oracle's add does) fill
+ * one register,
  * and _mm512_permutexvar_ps picks each lane's weight by the low 4 bits of
  * its index (byte j: value j in the low nibble, j + 16 in the high one;
  * per-lane shifts of the zero-extended byte pairs select them, below). */
@@ -92,7 +94,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         table = _mm512_mul_ps(_mm512_set1_ps(d), q);
     } else {
         const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        table = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(d), q), _mm512_set1_ps(m));
+        table = _mm512_fmadd_ps(_mm512_set1_ps(d), q, _mm512_set1_ps(m));
     }
     /* Dword lane i holds byte pair (2j, 2j + 1), j = i mod 8: the low
      * nibbles of its two bytes are values 2j and 2j + 1, the high ones

@@ -5,6 +5,8 @@
  *    rounded to BF16 on avx512bf16): error per output within MATMUL_Q_TOL
  *    of the row's sum |w||x|; at two K, one past the avx512bf16 prefill
  *    decode buffer;
+ *  - the decoded weights themselves, bitwise the oracle's: one-hot
+ *    activations read weights back through the prefill and decode paths;
  *  - batch invariance, bitwise: output (m, n) is the same for every M (1..7,
  *    so every tile shape and remainder), and for any [n0, n1) column range
  *    (odd bounds, so weight-row tile remainders run too);
@@ -72,7 +74,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     float *wf = malloc(sizeof(float) * K * N), *wd = malloc(sizeof(float) * K * N);
     float *x = malloc(sizeof(float) * K * MMAX);
     size_t stride = kern->act_bytes(K);
-    uint8_t *act = aligned_alloc(64, stride * MMAX);
+    uint8_t *act = aligned_alloc(64, stride * MMAX), *hot = aligned_alloc(64, stride * MMAX);
     float ys[MMAX][N], yb[MMAX][N], yc[MMAX][N];
     float *pys[MMAX], *pyb[MMAX], *pyc[MMAX];
     for (int r = 0; r < MMAX; r++) pys[r] = ys[r], pyb[r] = yb[r], pyc[r] = yc[r];
@@ -121,6 +123,34 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         }
         CHECKF(diffs == 0, "%s %s: %d outputs depend on M or the column range", kern->name,
                types[t].name, diffs);
+        /* One-hot activations read single weights back: the tiers claim
+         * to multiply exactly the oracle's decoded weights (kernels_simd.h),
+         * and w * 1 plus zeros is exact, so output (r, n) must equal the
+         * oracle's weight (n, j_r) -- for columns spread over a block, in
+         * the first, a middle and the last block, through prefill's path
+         * (M = MMAX) and decode's (M = 1). */
+        static const int offs[MMAX] = {0, 1, 2, 7, 8, 15, 16, 17, 23, 30, 31};
+        const int block0[3] = {0, 32 * (K / 64), K - 32};
+        int wrong = 0;
+        for (int p = 0; p < 3; p++) {
+            float *onehot = calloc((size_t)K, sizeof(float));
+            for (int r = 0; r < MMAX; r++) {
+                onehot[block0[p] + offs[r]] = 1.0f;
+                kern->pack_act(onehot, K, hot + r * stride);
+                onehot[block0[p] + offs[r]] = 0.0f;
+            }
+            free(onehot);
+            mm(wq, K, 0, N, hot, stride, MMAX, pyb);
+            for (int r = 0; r < MMAX; r++) {
+                mm(wq, K, 0, N, hot + r * stride, stride, 1, pyc);
+                for (int n = 0; n < N; n++) {
+                    float want = wd[n * K + block0[p] + offs[r]];
+                    wrong += !(yb[r][n] == want) || !(yc[0][n] == want);
+                }
+            }
+        }
+        CHECKF(wrong == 0, "%s %s: %d one-hot outputs differ from the oracle's decoded weight",
+               kern->name, types[t].name, wrong);
         fprintf(stderr, "  %-10s %s K=%d: worst relative error %.2e, batch invariant %s\n",
                 kern->name, types[t].name, K, worst, diffs ? "NO" : "yes");
         free(wq);
@@ -129,6 +159,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     free(wd);
     free(x);
     free(act);
+    free(hot);
 }
 
 /* Attention over a Q8_0 cache: 2 query heads on one KV head, 70 positions
