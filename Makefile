@@ -14,7 +14,7 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -g -pthread -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
 LDLIBS_ALL = -lm -pthread $(SANFLAGS)
@@ -69,6 +69,7 @@ $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 endif
 
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
+        test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
         lint bench
 
@@ -210,6 +211,12 @@ test-sanitize:
 
 test-tsan:
 	$(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 CC=clang test
+
+# gcc and clang builds must compute the same logits bit for bit, on every
+# tier this processor runs (tests/scripts/compare_compilers.sh).
+test-compilers: all fixtures
+	@$(MAKE) --no-print-directory BUILD=build/clang CC=clang build/clang/kipp
+	sh tests/scripts/compare_compilers.sh $(BUILD)/kipp build/clang/kipp $(MODELS)
 
 test-full: test-deps
 	@$(MAKE) --no-print-directory test-full-run

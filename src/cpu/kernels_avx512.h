@@ -14,6 +14,17 @@
 
 #include "cpu/kernels.h"
 
+/* The sum of a vector's 16 lanes in the one AVX-512 tree (see fold16
+ * below): every whole-vector sum a result depends on -- matmul outputs,
+ * attention scores and softmax sums, RMSNorm's sum of squares -- goes
+ * through it, so the order is ours rather than the compiler's. */
+static inline float fold1(__m512 a) {
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 u = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    __m128 t = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
 /* The names kernels_simd.h's shared bodies use (see there). */
 typedef __m512 vf;
 #define VL 16
@@ -32,7 +43,7 @@ typedef __m512 vf;
 #define vf_fnmadd _mm512_fnmadd_ps
 #define vf_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vf_scale2n _mm512_scalef_ps /* exact 2^n, gradual underflow included */
-#define vf_hsum _mm512_reduce_add_ps
+#define vf_hsum fold1
 #define VF_EXP_MIN (-104.0f)
 #include "cpu/kernels_simd.h"
 
@@ -67,12 +78,6 @@ static inline __attribute__((always_inline)) __m512 fold16(__m512 a[16]) {
     return _mm512_permutexvar_ps(order, s);
 }
 
-static inline float fold1(__m512 a) {
-    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-    __m128 u = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    __m128 t = _mm_add_ps(u, _mm_movehl_ps(u, u));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
 
 /* y[m + c][n + r] = the sum of acc[r * stride + c] for an R x C tile of a
  * matmul (R, C compile-time constants): 16 sums at a time through fold16
@@ -177,7 +182,7 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     __m512 e0 = _mm512_maskz_mov_ps(m0, vf_exp(_mm512_sub_ps(s0, nm)));
     __m512 e1 = _mm512_maskz_mov_ps(m1, vf_exp(_mm512_sub_ps(s1, nm)));
     float corr = _mm512_cvtss_f32(vf_exp(_mm512_set1_ps(*run_max - new_max)));
-    *run_sum = *run_sum * corr + _mm512_reduce_add_ps(_mm512_add_ps(e0, e1));
+    *run_sum = *run_sum * corr + fold1(_mm512_add_ps(e0, e1));
     *run_max = new_max;
     _mm512_storeu_ps(p, e0);
     _mm512_storeu_ps(p + 16, e1);
