@@ -190,10 +190,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         for (uint32_t i = k0; i < k1; i += 32) {
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
-                if (PF)
-                    _mm_prefetch((const char *)(row + R * row_bytes + i / 32 * qblock_bytes(src)),
-                                 _MM_HINT_T0);
+                const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);
                 __m256 wv[4];
                 qweights(src, row, i / 32, wv);
                 #pragma GCC unroll 8
@@ -207,10 +204,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         }
     }
     if (k1 < k) { /* a later span continues these chains */
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
+        TILE_PARK(acc, carry, R, C);
         return;
     }
     #pragma GCC unroll 8

@@ -154,10 +154,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
                 wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
             } else { /* a quantized block, decoded here */
-                const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
-                if (PF)
-                    _mm_prefetch((const char *)(row + R * row_bytes + i / 32 * qblock_bytes(src)),
-                                 _MM_HINT_T0);
+                const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);
                 __m512 wv[2];
                 qweights(src, row, i / 32, wv);
                 we[r] = wv[0];
@@ -176,10 +173,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         }
     }
     if (k1 < k) { /* a later span continues these chains */
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            #pragma GCC unroll 8
-            for (int c = 0; c < C; c++) carry[r][c] = acc[r][c];
+        TILE_PARK(acc, carry, R, C);
         return;
     }
     store_tile(&acc[0][0], MC, R, C, n, m, y);

@@ -95,6 +95,30 @@ static inline size_t qblock_bytes(int t) {
            : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
 }
 
+/* End of a tile's K span that a later span continues (kernels_blocked.h):
+ * park the R x C accumulators in carry[r][c] (storing and reloading a
+ * register is exact). Fully unrolled, like every loop over a tile's
+ * accumulators: one indexed by a run-time counter would move acc[][] out
+ * of registers for the whole tile (measured: -7 % avx512 BF16 prefill). */
+#define TILE_PARK(acc, carry, R, C)                                      \
+    do {                                                                 \
+        _Pragma("GCC unroll 8")                                          \
+        for (int park_r = 0; park_r < (R); park_r++)                     \
+            _Pragma("GCC unroll 8")                                      \
+            for (int park_c = 0; park_c < (C); park_c++)                 \
+                (carry)[park_r][park_c] = (acc)[park_r][park_c];         \
+    } while (0)
+
+/* Quantized weight row n + r of w (rows row_bytes apart) for a tile's
+ * chunk at value i; with PF (decode) the same block of the row R rows on
+ * -- the next tile's -- is prefetched first. */
+static inline __attribute__((always_inline)) const uint8_t *
+qrow_prefetch(const void *w, int t, size_t row_bytes, uint32_t n, int r, int R, int PF, uint32_t i) {
+    const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
+    if (PF) _mm_prefetch((const char *)(row + R * row_bytes + i / 32 * qblock_bytes(t)), _MM_HINT_T0);
+    return row;
+}
+
 /* Block b of a Q4_0 / Q4_1 row: its scale d (Q4_1: and minimum m, else m
  * is left alone) and its 16 bytes of nibbles (value j < 16 is byte j's low
  * nibble, value j + 16 its high one). */
