@@ -95,18 +95,8 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         }
         return;
     }
-    const uint8_t *qs;
     uint16_t dh, mh = 0;
-    if (t == QT_Q4_0) {
-        const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
-        dh = blk->d;
-        qs = blk->qs;
-    } else {
-        const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)row + b;
-        dh = blk->d;
-        mh = blk->m;
-        qs = blk->qs;
-    }
+    const uint8_t *qs = q4_block_raw(t, row, b, &dh, &mh);
     const __m256i nibble = _mm256_set1_epi32(15);
     __m256 d = half8(dh);
     __m256i q[4];

@@ -196,8 +196,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
 #define QDEC_Q8_0 0
 #include "cpu/kernels_blocked.h"
 
-
-
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {
     .name = "avx512",
     .act_bytes = act_bytes,
