@@ -50,28 +50,37 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 }
 
 #define MC 6        /* activation rows per matrix-matrix tile (4 x MC accumulators) */
-_Static_assert(MC <= 6, "the remainder switch covers MC - 1 rows");
 
-/* R weight rows x C activation rows (compile-time constants at every call
- * site, so acc[][] lives in registers). Per output: acc = 0; one vdpbf16ps
- * per 32-value chunk in K order; the fold tree -- whatever R, C and the
- * neighbours. PF (decode): each row's line is prefetched R rows ahead, the
- * next tile's, as the FP32 tier does. */
-static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32_t k,
-                                                       const char *x, size_t x_stride,
-                                                       int R, int C, int PF, uint32_t n,
-                                                       uint32_t m, float *const *y) {
+/* tile_span for BF16 weights (kernels_blocked.h drives it: 4 x MC tiles,
+ * K spans of 1,024 -- a 6-row activation tile of the down projection's
+ * K = 3,072 is 36 KiB of BF16 and crowded the 48 KiB L1 out; with spans,
+ * that matmul measured ~425-490 -> ~490-565 GFLOPS on 2 Zen 5 cores --
+ * decode in MV_ROWS_BF16-row tiles). Chunks [k0, k1) of an R x C tile;
+ * R, C, PF compile-time constants at every call site, so acc[][] lives in
+ * registers. A span with k0 > 0 picks the accumulators up from carry and
+ * one with k1 < k leaves them there (storing and reloading a register is
+ * exact). Per output: acc = 0; one vdpbf16ps per 32-value chunk in K
+ * order; the fold tree -- whatever R, C, the span cut and the neighbours.
+ * PF (decode): each row's line is prefetched R rows ahead, the next
+ * tile's, as the FP32 tiers do. Only src SRC_BF16 reaches it: the
+ * quantized matmuls have their own driver below. */
+static inline __attribute__((always_inline)) void
+tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
+    (void)src, (void)row_bytes, (void)row0;
+    const uint16_t *wb = w;
     __m512 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
-    for (uint32_t i = 0; i < k; i += 32) {
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    for (uint32_t i = k0; i < k1; i += 32) {
         __m512bh wv[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            wv[r] = load_bh(w + (size_t)(n + r) * k + i);
-            if (PF) _mm_prefetch((const char *)(w + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
+            wv[r] = load_bh(wb + (size_t)(n + r) * k + i);
+            if (PF) _mm_prefetch((const char *)(wb + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
         }
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
@@ -80,43 +89,16 @@ static inline __attribute__((always_inline)) void tile(const uint16_t *w, uint32
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], wv[r], xv);
         }
     }
+    if (k1 < k) { /* a later span continues these chains */
+        TILE_PARK(acc, carry, R, C);
+        return;
+    }
     store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
-#define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
-
-/* Activation rows r..r+C of weight rows [nb, ne): 4-row weight tiles. */
-#define ROW_TILES(C)                                                              \
-    do {                                                                          \
-        uint32_t n = nb;                                                          \
-        for (; n + 4 <= ne; n += 4) tile(w, k, xb, x_stride, 4, C, 0, n, r, y);      \
-        for (; n < ne; n++) tile(w, k, xb, x_stride, 1, C, 0, n, r, y);              \
-    } while (0)
-
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    const char *xb = x;
-    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) tile(w, k, xb, x_stride, 8, 1, 1, n, 0, y);
-        for (; n < n1; n++) tile(w, k, xb, x_stride, 1, 1, 0, n, 0, y);
-        return;
-    }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-        uint32_t r = 0;
-        for (; r + MC <= m; r += MC) ROW_TILES(MC);
-        switch (m - r) { /* the last rows in one pass over the weights */
-        case 5: ROW_TILES(5); break;
-        case 4: ROW_TILES(4); break;
-        case 3: ROW_TILES(3); break;
-        case 2: ROW_TILES(2); break;
-        case 1: ROW_TILES(1); break;
-        default: break;
-        }
-    }
-}
-#undef ROW_TILES
+#define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */
+#define BLOCKED_BF16_ONLY
+#include "cpu/kernels_blocked.h"
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ---- */
 

@@ -1,20 +1,24 @@
-/* The matmul drivers of the FP32-activation SIMD tiers (kernels_avx2.c,
- * kernels_avx512.c): how a call's weight rows and activation rows are cut
+/* The matmul drivers of the SIMD tiers (kernels_avx2.c, kernels_avx512.c;
+ * kernels_avx512bf16.c for BF16 weights): how a call's weight rows and activation rows are cut
  * into tiles, spans and decoded blocks. The tiles themselves differ by
  * instruction set and stay in the tier files. Included once by each, after
  * it defines:
  *
  *   vf, MC                   the tier's vector; activation rows per
- *                            matrix-matrix tile (its weight rows: 4)
+ *                            matrix-matrix tile, 3 to 6 (its weight rows: 4)
  *   tile_span(...)           chunks [k0, k1) of an R x C tile from one
  *                            weight source (SRC_BF16, SRC_F32, QT_*),
  *                            accumulators parked in carry[r][c] between
  *                            spans; the per-output operation sequence must
  *                            not depend on the source, R, C or the span cut
+ *   MV_ROWS_BF16             weight rows per matrix-vector tile (decode)
+ * and, unless it defines BLOCKED_BF16_ONLY (the avx512bf16 tier, whose
+ * quantized numerics -- a BF16 dot per block, then its scale -- have their
+ * own driver), for the quantized matmuls:
  *   qdecode_block(t, row, b, dst)  block b of a quantized row as 32 exact
  *                            FP32 weights, in the order tile_span reads
  *                            SRC_F32 rows
- *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode)
+ *   MV_ROWS_Q                weight rows per matrix-vector tile (decode)
  *   QDEC_Q8_0                1: Q8_0 prefill decodes once like Q4 does;
  *                            0: it decodes inside the tiles
  *
@@ -33,7 +37,7 @@
 #define K_SPAN 1024
 _Static_assert(K_SPAN % 32 == 0, "spans are whole quantized blocks");
 
-/* A whole tile (decode, and rows that need no span). */
+/* A whole tile (decode). */
 static inline __attribute__((always_inline)) void tile_any(const void *w, int src,
                                                            size_t row_bytes, uint32_t k,
                                                            const char *x, size_t x_stride, int R,
@@ -66,11 +70,13 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
                           carry + (n - nb));                                                \
         }                                                                                   \
     } while (0)
-    _Static_assert(MC == 3 || MC == 4, "the remainder switch covers MC - 1 rows");
+    _Static_assert(MC >= 3 && MC <= 6, "the remainder switch covers MC - 1 rows");
     uint32_t r = 0;
     for (; r + MC <= m; r += MC) ROW_TILES(MC);
-    switch (m - r) {
-    case 3: ROW_TILES(3); break; /* MC == 4 only */
+    switch (m - r) { /* cases of MC rows or more never run; (... : 1) keeps them in bounds */
+    case 5: ROW_TILES(MC > 5 ? 5 : 1); break;
+    case 4: ROW_TILES(MC > 4 ? 4 : 1); break;
+    case 3: ROW_TILES(MC > 3 ? 3 : 1); break;
     case 2: ROW_TILES(2); break;
     case 1: ROW_TILES(1); break;
     default: break;
@@ -93,6 +99,7 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                    m, y);
 }
 
+#ifndef BLOCKED_BF16_ONLY
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
  * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
  * stream the activations from L3 too often) and runs every activation row
@@ -141,5 +148,6 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
 }
 
 KIPP_CPU_MATMUL_Q_ENTRIES
+#endif /* BLOCKED_BF16_ONLY */
 
 #endif
