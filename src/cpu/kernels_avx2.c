@@ -207,11 +207,6 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
  * lost ~8 % of Q4_0 decode, 8 measured the same as 4 on Zen 5). */
 #define MV_ROWS_BF16 8
 #define MV_ROWS_Q 4
-/* Q8_0 prefill decodes once too: with half the AVX-512 tier's FMA rate the
- * FP32 rows' L2 traffic costs less than decoding per 4 x 3 tile, whose
- * decode serves only 3 activation rows (Zen 5, avx2 tier, Q8_0 prefill 512:
- * 118 tok/s in the tiles, 168 decoded once). */
-#define QDEC_Q8_0 1
 #include "cpu/kernels_blocked.h"
 
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the

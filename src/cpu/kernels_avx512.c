@@ -54,7 +54,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * order:
  *   acc = FMA(w_even, x_even, acc); acc = FMA(w_odd, x_odd, acc)
  * then the fold tree (store_tile). Decode (one activation row) decodes each
- * block in registers as it streams; Q4 prefill decodes a block of weight
+ * block in registers as it streams; prefill decodes a block of weight
  * rows once into FP32 on the stack and runs every activation row against
  * it (kernels_blocked.h), so the decode work is per weight row, not per
  * (weight tile, activation tile). Both run the same sequence per output:
@@ -121,7 +121,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * constants at every call site, so acc[][] lives in registers. Weight row
  * n + r is, by src: BF16 row n + r of w; quantized row n + r (row_bytes
  * apart), each block decoded by qweights; or FP32 row n - row0 + r of w
- * (rows already decoded into the packed order: Q4 prefill below).
+ * (rows already decoded into the packed order: prefill, kernels_blocked.h).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and
@@ -183,7 +183,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     store_tile(&acc[0][0], MC, R, C, n, m, y);
 }
 
-/* Block b of a quantized row as 32 FP32 weights in the packed order (Q4
+/* Block b of a quantized row as 32 FP32 weights in the packed order (the
  * prefill's decode-once, kernels_blocked.h). */
 static inline __attribute__((always_inline)) void qdecode_block(int t, const uint8_t *row,
                                                                 uint32_t b, float *dst) {
@@ -195,9 +195,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
 
 #define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */
 #define MV_ROWS_Q 8
-/* Q8_0's decode is a widen and a multiply: decoded once, its FP32 rows
- * doubled the L2 traffic of its 1-byte weights and lost (kernels_blocked.h). */
-#define QDEC_Q8_0 0
 #include "cpu/kernels_blocked.h"
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = {

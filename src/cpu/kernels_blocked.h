@@ -19,8 +19,6 @@
  *                            FP32 weights, in the order tile_span reads
  *                            SRC_F32 rows
  *   MV_ROWS_Q                weight rows per matrix-vector tile (decode)
- *   QDEC_Q8_0                1: Q8_0 prefill decodes once like Q4 does;
- *                            0: it decodes inside the tiles
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
@@ -105,11 +103,14 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
  * stream the activations from L3 too often) and runs every activation row
  * against them (block_rows on FP32 rows), so the decode work is per weight
  * row, not per (weight tile, activation tile). Rows longer than the
- * buffer, calls with fewer than QDEC_MIN_M activation rows, and Q8_0 where
- * QDEC_Q8_0 is 0 decode inside the tiles instead. Measured on Zen 5
- * (avx512), synthetic-0.6b, 512-token prefill (3 reps): Q4_0 216 -> 232
- * tok/s decoded once; Q8_0, whose decode is a widen and a multiply, 234 ->
- * 219 (the FP32 rows double the L2 traffic of its 1-byte weights). */
+ * buffer and calls with fewer than QDEC_MIN_M activation rows decode inside
+ * the tiles instead. Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
+ * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
+ * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
+ * tok/s, 2,048 tokens 200 -> 208); avx2 Q8_0 118 -> 168 (stop 19). An
+ * in-tile Q8_0 decode (sign-extend, two shifts, convert, multiply per 16
+ * weights) serves only the tile's 4 (avx2: 3) activation rows. */
 enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
@@ -130,7 +131,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     }
     uint32_t rows = QDEC_FLOATS / k;
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if ((t == QT_Q8_0 && !QDEC_Q8_0) || m < QDEC_MIN_M || rows == 0) {
+    if (m < QDEC_MIN_M || rows == 0) {
         for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
             block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb,
                        nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
