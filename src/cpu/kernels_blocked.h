@@ -1,6 +1,6 @@
 /* The matmul drivers of the SIMD tiers (kernels_avx2.c, kernels_avx512.c;
- * kernels_avx512bf16.c for BF16 weights): how a call's weight rows and activation rows are cut
- * into tiles, spans and decoded blocks. The tiles themselves differ by
+ * kernels_avx512bf16.c for BF16 weights): how a call's weight rows and
+ * activation rows are cut into tiles, spans and decoded blocks. The tiles themselves differ by
  * instruction set and stay in the tier files. Included once by each, after
  * it defines:
  *
