@@ -98,6 +98,10 @@ typedef struct kipp_cpu_kernels {
      * the matmuls then multiply BF16 by BF16 exactly): the tests' scalar
      * references round the same way. 0: activations stay FP32. */
     int act_bf16;
+    /* 1 when the quantized matmuls round each decoded weight (the oracle's
+     * FP32 value) to BF16 (RNE) before multiplying: the tests' references
+     * round the same way. 0: they multiply the oracle's FP32 weights. */
+    int qweights_bf16;
     /* Packed activation bytes for a row of k values (a multiple of 64). */
     size_t (*act_bytes)(uint32_t k);
     /* FP32 row -> the format this tier's BF16 matmul reads. */

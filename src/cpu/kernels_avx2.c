@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         return;
     }
     uint16_t dh, mh = 0;
-    const uint8_t *qs = q4_block_raw(t, row, b, &dh, &mh);
+    const uint8_t *qs = q4_block(t, row, b, &dh, &mh);
     const __m256i nibble = _mm256_set1_epi32(15);
     __m256 d = half8(dh);
     __m256i q[4];

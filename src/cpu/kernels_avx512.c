@@ -74,10 +74,6 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * and _mm512_permutexvar_ps picks each lane's weight by the low 4 bits of
  * its index (byte j: value j in the low nibble, j + 16 in the high one;
  * per-lane shifts of the zero-extended byte pairs select them, below). */
-/* An FP16 scale on all 16 lanes: broadcast the half, then one vector
- * convert (exact), instead of a scalar convert and a broadcast. */
-static inline __m512 half16(uint16_t h) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
-
 static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
                                                            __m512 w[2]) {
     if (t == QT_Q8_0) {
@@ -91,15 +87,8 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
         return;
     }
     uint16_t dh, mh = 0;
-    const uint8_t *qs = q4_block_raw(t, row, b, &dh, &mh);
-    __m512 table;
-    if (t == QT_Q4_0) {
-        const __m512 q = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-        table = _mm512_mul_ps(half16(dh), q);
-    } else {
-        const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        table = _mm512_fmadd_ps(half16(dh), q, half16(mh));
-    }
+    const uint8_t *qs = q4_block(t, row, b, &dh, &mh);
+    __m512 table = q4_table16(t, dh, mh);
     /* Dword lane i holds byte pair (2j, 2j + 1), j = i mod 8: the low
      * nibbles of its two bytes are values 2j and 2j + 1, the high ones
      * 2j + 16 and 2j + 17. A per-lane shift brings each lane's nibble to

@@ -25,6 +25,10 @@ static inline float fold1(__m512 a) {
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
+/* An FP16 scale on all 16 lanes: broadcast the half, then one exact
+ * vector convert (2 instructions; a scalar convert and a broadcast took 4). */
+static inline __m512 half16(uint16_t h) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
+
 /* The names kernels_simd.h's shared bodies use (see there). */
 typedef __m512 vf;
 #define VL 16
@@ -46,6 +50,19 @@ typedef __m512 vf;
 #define vf_hsum fold1
 #define VF_EXP_MIN (-104.0f)
 #include "cpu/kernels_simd.h"
+
+/* A Q4 block's 16 possible weights, entry i for nibble i: Q4_0 d (i - 8),
+ * Q4_1 FMA(d, i, m) -- bitwise the oracle's values (d i is exact: an FP16
+ * significand of 11 bits times 4 bits, so the FMA rounds d i + m once, as
+ * the oracle's add does). Both AVX-512 tiers look their weights up here. */
+static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
+    if (t == QT_Q4_0) {
+        const __m512 q = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+        return _mm512_mul_ps(half16(dh), q);
+    }
+    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_fmadd_ps(half16(dh), q, half16(mh));
+}
 
 /* ---- summing the 16 lanes of an accumulator ----
  * Every AVX-512 sum of a vector's lanes l[0..15] that a result depends on

@@ -8,28 +8,32 @@
  * code and numbers as the avx512 tier.
  *
  * NUMERICS. pack_act rounds each activation to BF16 (round to nearest
- * even, vcvtne2ps2bf16; the instruction treats FP32 denormals as zero).
- * That is the one approximation this tier adds: a relative 2^-9 per
- * activation, about the size of the BF16 weights' own rounding, and what
- * llama.cpp does for BF16 weights. Every product after that is exact in
- * FP32 (8-bit x 8-bit significands) and accumulates in FP32.
- *  - BF16 weights, per output (row n, activation m): acc = 0; for each
- *    32-value chunk of K in order: acc = vdpbf16ps(acc, w chunk, x chunk)
- *    (lane i adds w[2i] x[2i] + w[2i+1] x[2i+1]); then
- *    the fold tree of kernels_avx512.h (store_tile). One instruction per
- *    32 MACs, against two FMAs and two widening ops on the FP32 tier.
- *  - Quantized weights (Q8_0, Q4_0, Q4_1): a block's small integers q are
- *    exact in BF16 (-128..127 and 0..15 need at most 8 significant bits),
- *    so per 32-value block b: t = vdpbf16ps(0, q_b, x_b), a dot product
- *    in a fresh register, then acc = FMA(d_b, t, acc); Q4_1 adds
- *    acc = FMA(m_b, s_b, acc) where s_b = vdpbf16ps(0, ones, x_b) is the
- *    block's activation sum (lane-wise; the final fold adds the lanes). The
- *    value is sum_b d_b q_b . x_b (+ m_b sum x_b), i.e. the oracle's
- *    (d q + m) . x regrouped, with x in BF16.
+ * even, vcvtne2ps2bf16; the instruction treats FP32 denormals as zero): a
+ * relative 2^-9 per activation, about the size of the BF16 weights' own
+ * rounding, and what llama.cpp does for BF16 weights. Quantized weights
+ * are rounded the same way: each block decodes to the oracle's FP32
+ * weights (Q8_0 d q; Q4_0 d (q - 8); Q4_1 FMA(d, q, m)), each rounded to
+ * BF16 (RNE) -- a relative 2^-9 per weight, small beside the quantization
+ * step itself (Q8_0: up to half of d in 127 d; Q4: half of d in 8 d).
+ * Every product is then exact in FP32 (8-bit x 8-bit significands) and
+ * accumulates in FP32. Per output (row n, activation m), for every weight
+ * scheme: acc = 0; for each 32-value chunk of K in order: acc =
+ * vdpbf16ps(acc, w chunk, x chunk) (lane i adds w[2i] x[2i] + w[2i+1]
+ * x[2i+1]); then the fold tree of kernels_avx512.h (store_tile). One
+ * instruction per 32 MACs, against two FMAs and two widening ops on the
+ * FP32 tier. Until stop 20 the quantized schemes kept exact weights as
+ * "BF16 small integers, one vdpbf16ps into a fresh register, then an FMA
+ * with the block's scale" (Q4_1: another FMA with the minimum): two or
+ * three instructions per 32 MACs, no faster than the FP32 tier; rounding
+ * the weights makes quantized prefill run at the BF16 rate (Zen 5, prefill
+ * 512, interleaved pairs: Q4_0 250 -> 384-401, Q8_0 248 -> 377-397, Q4_1
+ * 185-188 -> 390-408 tok/s), while decode, bound by the block decode,
+ * measured 2-8 % slower.
  * The matrix-vector path (decode: 8 weight rows in flight, prefetch one
  * tile ahead) and the matrix-matrix path (prefill: weight rows reused
- * across activation rows) run that sequence per output element, so
- * batch invariance (kernels.h) is bitwise here as on every tier. */
+ * across activation rows, quantized rows decoded once into BF16) run that
+ * sequence per output element, so batch invariance (kernels.h) is bitwise
+ * here as on every tier. */
 #if defined(__x86_64__)
 #include "cpu/kernels_avx512.h"
 
@@ -51,25 +55,65 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 
 #define MC 6        /* activation rows per matrix-matrix tile (4 x MC accumulators) */
 
-/* tile_span for BF16 weights (kernels_blocked.h drives it: 4 x MC tiles,
- * K spans of 1,024 -- a 6-row activation tile of the down projection's
- * K = 3,072 is 36 KiB of BF16 and crowded the 48 KiB L1 out; with spans,
- * that matmul measured ~425-490 -> ~490-565 GFLOPS on 2 Zen 5 cores --
- * decode in MV_ROWS_BF16-row tiles). Chunks [k0, k1) of an R x C tile;
- * R, C, PF compile-time constants at every call site, so acc[][] lives in
- * registers. A span with k0 > 0 picks the accumulators up from carry and
- * one with k1 < k leaves them there (storing and reloading a register is
- * exact). Per output: acc = 0; one vdpbf16ps per 32-value chunk in K
- * order; the fold tree -- whatever R, C, the span cut and the neighbours.
- * PF (decode): each row's line is prefetched R rows ahead, the next
- * tile's, as the FP32 tiers do. Only src SRC_BF16 reaches it: the
- * quantized matmuls have their own driver below. */
+/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
+ * A block is decoded to the oracle's 32 FP32 weights (Q8_0 d q; Q4_0
+ * d (q - 8); Q4_1 FMA(d, q, m): the same IEEE operations as the avx512
+ * tier's, so the same values) and each is rounded to BF16 (RNE), in value
+ * order; the matmul is then the BF16 weights' vdpbf16ps sequence. */
+
+static inline __attribute__((always_inline)) __m512bh qweights(int t, const uint8_t *row,
+                                                               uint32_t b) {
+    if (t == QT_Q8_0) {
+        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
+        __m512 d = half16(blk->d);
+        __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk->qs)));
+        __m512 f1 = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk->qs + 16))));
+        /* The first argument fills the high 16 values. */
+        return _mm512_cvtne2ps_pbh(_mm512_mul_ps(d, f1), _mm512_mul_ps(d, f0));
+    }
+    uint16_t dh, mh = 0;
+    const uint8_t *qs = q4_block(t, row, b, &dh, &mh);
+    /* The block's 16 possible weights, as the avx512 tier computes them,
+     * rounded to BF16 and held twice over in 32 words: vpermw indexes with
+     * the low 5 bits of each word, so a word holding a whole byte (its low
+     * nibble + junk from bit 4 on) finds its low nibble's weight unmasked. */
+    __m512 table = q4_table16(t, dh, mh);
+    __m512i table_bh = (__m512i)_mm512_cvtne2ps_pbh(table, table);
+    /* Value j < 16 is byte j's low nibble, value j + 16 its high one: the
+     * 16 bytes twice over, zero-extended to words, the upper 16 words
+     * shifted right by 4. */
+    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    __m512i words = _mm512_cvtepu8_epi16(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)));
+    return as_bh(_mm512_permutexvar_epi16(_mm512_srlv_epi16(words, shifts), table_bh));
+}
+
+/* Block b of a quantized row as its 32 BF16 weights (prefill's
+ * decode-once, kernels_blocked.h). */
+static inline __attribute__((always_inline)) void qdecode_block(int t, const uint8_t *row,
+                                                                uint32_t b, uint16_t *dst) {
+    _mm512_store_si512(dst, (__m512i)qweights(t, row, b));
+}
+
+/* tile_span (kernels_blocked.h drives it: 4 x MC tiles, K spans of 1,024,
+ * decode in MV_ROWS_* -row tiles). A 6-row activation tile of the down
+ * projection (K = 3,072) is 36 KiB of BF16, most of Zen 5's 48 KiB L1;
+ * with spans that matmul measured ~425-495 -> ~440-565 GFLOPS on 2 Zen 5
+ * cores. Chunks [k0, k1) of an R x C tile; R, C, PF, src compile-time
+ * constants at every call site, so acc[][] lives in registers. A span with
+ * k0 > 0 picks the accumulators up from carry and one with k1 < k leaves
+ * them there (storing and reloading a register is exact). Weight row n + r
+ * is, by src: BF16 row n + r of w; quantized row n + r (row_bytes apart),
+ * each block decoded by qweights; or BF16 row n - row0 + r of w (rows the
+ * prefill decoded once). Per output: acc = 0; one vdpbf16ps per 32-value
+ * chunk in K order; the fold tree -- whatever R, C, the source, the span
+ * cut and the neighbours. PF (decode): each row's line is prefetched R
+ * rows ahead, the next tile's, as the FP32 tiers do. */
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
-    (void)src, (void)row_bytes, (void)row0;
-    const uint16_t *wb = w;
     __m512 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -79,8 +123,16 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         __m512bh wv[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            wv[r] = load_bh(wb + (size_t)(n + r) * k + i);
-            if (PF) _mm_prefetch((const char *)(wb + (size_t)(n + r + R) * k + i), _MM_HINT_T0);
+            if (src == SRC_BF16) {
+                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                wv[r] = load_bh(wr);
+                if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+            } else if (src == SRC_F32) { /* decoded rows: BF16 on this tier */
+                wv[r] = load_bh((const uint16_t *)w + (size_t)(n - row0 + r) * k + i);
+            } else {
+                const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);
+                wv[r] = qweights(src, row, i / 32);
+            }
         }
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
@@ -97,183 +149,14 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 }
 
 #define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */
-#define BLOCKED_BF16_ONLY
+#define MV_ROWS_Q 8
+#define QDEC_T uint16_t /* prefill decodes quantized rows once into BF16 */
 #include "cpu/kernels_blocked.h"
-
-/* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ---- */
-
-/* 32 BF16 bit patterns, entry i = the BF16 of Q4_0's (i mod 16) - 8 or
- * Q4_1's i mod 16 (unused for Q8_0): vpermw indexes with the low 5 bits of
- * each word, so a word holding a whole byte (low nibble + junk above bit 3)
- * finds its low nibble's value without masking. Built from the integers
- * with the same conversion pack_act uses, not written out as bit
- * patterns. */
-static inline __m512i q4_table(int t) {
-    __m512i i = _mm512_and_si512(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(15));
-    if (t == QT_Q4_0) i = _mm512_sub_epi32(i, _mm512_set1_epi32(8));
-    __m512 f = _mm512_cvtepi32_ps(i);
-    return (__m512i)_mm512_cvtne2ps_pbh(f, f);
-}
-
-/* Block b of a weight row as 32 BF16 small integers in value order, with
- * its scale d and (Q4_1) minimum m. Exact: every q fits BF16's 8-bit
- * significand. Q4: the 16 nibble bytes twice over (value j < 16 is byte j's
- * low nibble, value j + 16 its high one), zero-extended to words, the upper
- * 16 words shifted right by 4, then one table lookup. Q8_0: sign-extend,
- * convert to FP32, then to BF16 (exact). */
-static inline __attribute__((always_inline)) __m512bh qdecode_bf16(int t, const uint8_t *row,
-                                                                   uint32_t b, __m512i table,
-                                                                   float *d, float *m) {
-    if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        *d = _cvtsh_ss(blk->d);
-        __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)blk->qs)));
-        __m512 f1 = _mm512_cvtepi32_ps(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk->qs + 16))));
-        return _mm512_cvtne2ps_pbh(f1, f0);
-    }
-    const uint8_t *qs = q4_block(t, row, b, d, m);
-    const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-    __m512i words = _mm512_cvtepu8_epi16(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs)));
-    return as_bh(_mm512_permutexvar_epi16(_mm512_srlv_epi16(words, shifts), table));
-}
-
-/* Where a tile's weights come from: quantized rows decoded on the fly
- * (decode, and prefill rows too long for the buffer), or a block of rows
- * decoded once into BF16 + scales (prefill). Both give the same bits. */
-typedef struct qsrc {
-    const uint8_t *w; /* quantized rows (dec == NULL) */
-    size_t row_bytes;
-    const uint16_t *dec; /* decoded BF16 rows, k apart, row 0 = weight row n_dec */
-    const float *dd, *dm; /* per decoded row, k / 32 scales and minimums */
-    uint32_t n_dec;
-} qsrc;
-
-/* R weight rows x C activation rows, the per-output sequence in the file
- * comment. PF: prefetch R rows ahead (decode only). */
-static inline __attribute__((always_inline)) void qtile(int t, const qsrc *s, uint32_t k,
-                                                        const char *x, size_t x_stride, int R,
-                                                        int C, int PF, uint32_t n, uint32_t m0,
-                                                        float *const *y, __m512i table) {
-    __m512 acc[8][MC];
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512bh ones = as_bh(_mm512_set1_epi16(0x3f80)); /* BF16 1.0 */
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = zero;
-    const uint32_t nblk = k / 32;
-    for (uint32_t b = 0; b < nblk; b++) {
-        __m512bh q[8];
-        float d[8], mn[8];
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            mn[r] = 0.0f; /* read only for Q4_1 */
-            if (s->dec) {
-                size_t dr = n + r - s->n_dec;
-                q[r] = load_bh(s->dec + dr * k + (size_t)32 * b);
-                d[r] = s->dd[dr * nblk + b];
-                if (t == QT_Q4_1) mn[r] = s->dm[dr * nblk + b];
-            } else {
-                if (PF)
-                    _mm_prefetch((const char *)(s->w + (size_t)(n + r + R) * s->row_bytes +
-                                                b * qblock_bytes(t)),
-                                 _MM_HINT_T0);
-                q[r] = qdecode_bf16(t, s->w + (size_t)(n + r) * s->row_bytes, b, table, &d[r],
-                                    &mn[r]);
-            }
-        }
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-            __m512bh xv = load_bh((const uint16_t *)(x + (size_t)(m0 + c) * x_stride) + 32 * b);
-            __m512 xs = zero;
-            if (t == QT_Q4_1) xs = _mm512_dpbf16_ps(zero, ones, xv);
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                __m512 dot = _mm512_dpbf16_ps(zero, q[r], xv);
-                acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(d[r]), dot, acc[r][c]);
-                if (t == QT_Q4_1) acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(mn[r]), xs, acc[r][c]);
-            }
-        }
-    }
-    store_tile(&acc[0][0], MC, R, C, n, m0, y);
-}
-
-/* Prefill decodes a block of weight rows once into this much stack (BF16
- * rows + scales) and runs every activation row against it: the decode
- * work is then per weight row, not per (weight tile, activation tile). */
-enum { QDEC_BYTES = 64 * 1024, QDEC_ROWS = 16 };
-
-/* Rows [n0, n1) of every activation row in [0, m), from source s. */
-static inline __attribute__((always_inline)) void qrows(int t, const qsrc *s, uint32_t k,
-                                                        const char *xb, size_t x_stride,
-                                                        uint32_t n0, uint32_t n1, uint32_t m,
-                                                        float *const *y, __m512i table) {
-    uint32_t r = 0;
-    if (t == QT_Q4_1) /* its extra minimum term leaves registers for 4 x 4 */
-        for (; r + 4 <= m; r += 4) {
-            uint32_t n = n0;
-            for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, 4, 0, n, r, y, table);
-            for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, 4, 0, n, r, y, table);
-        }
-    else
-        for (; r + MC <= m; r += MC) {
-            uint32_t n = n0;
-            for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, MC, 0, n, r, y, table);
-            for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, MC, 0, n, r, y, table);
-        }
-    for (; r < m; r++) {
-        uint32_t n = n0;
-        for (; n + 4 <= n1; n += 4) qtile(t, s, k, xb, x_stride, 4, 1, 0, n, r, y, table);
-        for (; n < n1; n++) qtile(t, s, k, xb, x_stride, 1, 1, 0, n, r, y, table);
-    }
-}
-
-static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
-                                                           uint32_t n0, uint32_t n1,
-                                                           const void *x, size_t x_stride,
-                                                           uint32_t m, float *const *y) {
-    const char *xb = x;
-    const __m512i table = q4_table(t);
-    const uint32_t nblk = k / 32;
-    qsrc src = {.w = w, .row_bytes = (size_t)nblk * qblock_bytes(t)};
-    if (m == 1) { /* decode: stream weights once, 8 rows in flight */
-        uint32_t n = n0;
-        for (; n + 8 <= n1; n += 8) qtile(t, &src, k, xb, x_stride, 8, 1, 1, n, 0, y, table);
-        for (; n < n1; n++) qtile(t, &src, k, xb, x_stride, 1, 1, 0, n, 0, y, table);
-        return;
-    }
-    uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(uint16_t));
-    rows = rows > QDEC_ROWS ? QDEC_ROWS : rows & ~3u;
-    if (rows == 0) { /* a row longer than the buffer: decode in the tiles */
-        qrows(t, &src, k, xb, x_stride, n0, n1, m, y, table);
-        return;
-    }
-    _Alignas(64) uint16_t dec[QDEC_BYTES / sizeof(uint16_t)];
-    float dd[QDEC_BYTES / 32 / sizeof(uint16_t)], dm[QDEC_BYTES / 32 / sizeof(uint16_t)];
-    for (uint32_t nb = n0; nb < n1; nb += rows) {
-        uint32_t ne = nb + rows < n1 ? nb + rows : n1;
-        for (uint32_t n = nb; n < ne; n++) {
-            const uint8_t *row = src.w + (size_t)n * src.row_bytes;
-            size_t dr = n - nb;
-            for (uint32_t b = 0; b < nblk; b++) {
-                __m512bh q = qdecode_bf16(t, row, b, table, &dd[dr * nblk + b], &dm[dr * nblk + b]);
-                _mm512_store_si512(dec + dr * k + (size_t)32 * b, (__m512i)q);
-            }
-        }
-        qsrc s = {.dec = dec, .dd = dd, .dm = dm, .n_dec = nb};
-        qrows(t, &s, k, xb, x_stride, nb, ne, m, y, table);
-    }
-}
-
-KIPP_CPU_MATMUL_Q_ENTRIES
 
 const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 = {
     .name = "avx512bf16",
     .act_bf16 = 1,
+    .qweights_bf16 = 1,
     .act_bytes = act_bytes,
     .pack_act = pack_act,
     .matmul_bf16 = matmul_bf16,

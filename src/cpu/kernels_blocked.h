@@ -1,6 +1,6 @@
-/* The matmul drivers of the SIMD tiers (kernels_avx2.c, kernels_avx512.c;
- * kernels_avx512bf16.c for BF16 weights): how a call's weight rows and
- * activation rows are cut into tiles, spans and decoded blocks. The tiles themselves differ by
+/* The matmul drivers of the SIMD tiers (kernels_avx2.c, kernels_avx512.c,
+ * kernels_avx512bf16.c): how a call's weight rows and activation rows are
+ * cut into tiles, spans and decoded blocks. The tiles themselves differ by
  * instruction set and stay in the tier files. Included once by each, after
  * it defines:
  *
@@ -11,14 +11,12 @@
  *                            accumulators parked in carry[r][c] between
  *                            spans; the per-output operation sequence must
  *                            not depend on the source, R, C or the span cut
- *   MV_ROWS_BF16             weight rows per matrix-vector tile (decode)
- * and, unless it defines BLOCKED_BF16_ONLY (the avx512bf16 tier, whose
- * quantized numerics -- a BF16 dot per block, then its scale -- have their
- * own driver), for the quantized matmuls:
- *   qdecode_block(t, row, b, dst)  block b of a quantized row as 32 exact
- *                            FP32 weights, in the order tile_span reads
- *                            SRC_F32 rows
- *   MV_ROWS_Q                weight rows per matrix-vector tile (decode)
+ *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode)
+ *   qdecode_block(t, row, b, dst)  block b of a quantized row as the 32
+ *                            weights tile_span multiplies, in the order it
+ *                            reads decoded (SRC_F32) rows
+ *   QDEC_T                   optional: the decoded weights' type (float
+ *                            unless defined; avx512bf16: uint16_t, BF16)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
@@ -97,7 +95,6 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                    m, y);
 }
 
-#ifndef BLOCKED_BF16_ONLY
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
  * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
  * stream the activations from L3 too often) and runs every activation row
@@ -111,7 +108,10 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
  * tok/s, 2,048 tokens 200 -> 208); avx2 Q8_0 118 -> 168 (stop 19). An
  * in-tile Q8_0 decode (sign-extend, two shifts, convert, multiply per 16
  * weights) serves only the tile's 4 (avx2: 3) activation rows. */
-enum { QDEC_FLOATS = 96 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
+#ifndef QDEC_T
+#define QDEC_T float
+#endif
+enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
 static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
@@ -129,7 +129,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
         for (; n < n1; n++) tile_any(wb, t, row_bytes, k, xb, x_stride, 1, 1, 0, n, y);
         return;
     }
-    uint32_t rows = QDEC_FLOATS / k;
+    uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
     if (m < QDEC_MIN_M || rows == 0) {
         for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
@@ -137,7 +137,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
                        nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
         return;
     }
-    _Alignas(64) float dec[QDEC_FLOATS];
+    _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
     for (uint32_t nb = n0; nb < n1; nb += rows) {
         uint32_t ne = nb + rows < n1 ? nb + rows : n1;
         for (uint32_t n = nb; n < ne; n++)
@@ -149,6 +149,5 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
 }
 
 KIPP_CPU_MATMUL_Q_ENTRIES
-#endif /* BLOCKED_BF16_ONLY */
 
 #endif

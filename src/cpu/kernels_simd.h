@@ -123,7 +123,7 @@ qrow_prefetch(const void *w, int t, size_t row_bytes, uint32_t n, int r, int R, 
  * else mh is left alone) and its 16 bytes of nibbles (value j < 16 is byte
  * j's low nibble, value j + 16 its high one). */
 static inline __attribute__((always_inline)) const uint8_t *
-q4_block_raw(int t, const uint8_t *row, uint32_t b, uint16_t *dh, uint16_t *mh) {
+q4_block(int t, const uint8_t *row, uint32_t b, uint16_t *dh, uint16_t *mh) {
     if (t == QT_Q4_0) {
         const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)row + b;
         *dh = blk->d;
@@ -133,17 +133,6 @@ q4_block_raw(int t, const uint8_t *row, uint32_t b, uint16_t *dh, uint16_t *mh) 
     *dh = blk->d;
     *mh = blk->m;
     return blk->qs;
-}
-
-/* The same with d and m as FP32 (m left alone for Q4_0). */
-static inline __attribute__((always_inline)) const uint8_t *q4_block(int t, const uint8_t *row,
-                                                                     uint32_t b, float *d,
-                                                                     float *m) {
-    uint16_t dh, mh = 0;
-    const uint8_t *qs = q4_block_raw(t, row, b, &dh, &mh);
-    *d = _cvtsh_ss(dh);
-    if (t == QT_Q4_1) *m = _cvtsh_ss(mh);
-    return qs;
 }
 
 /* The table's three quantized entries, over the tier's matmul_q(t, ...). */

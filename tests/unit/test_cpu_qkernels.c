@@ -5,8 +5,9 @@
  *    rounded to BF16 on avx512bf16): error per output within MATMUL_Q_TOL
  *    of the row's sum |w||x|; at two K, one past the avx512bf16 prefill
  *    decode buffer;
- *  - the decoded weights themselves, bitwise the oracle's: one-hot
- *    activations read weights back through the prefill and decode paths;
+ *  - the decoded weights themselves, bitwise the oracle's (on avx512bf16
+ *    the oracle's rounded to BF16): one-hot activations read weights back
+ *    through the prefill and decode paths;
  *  - batch invariance, bitwise: output (m, n) is the same for every M (1..7,
  *    so every tile shape and remainder), and for any [n0, n1) column range
  *    (odd bounds, so weight-row tile remainders run too);
@@ -23,13 +24,12 @@
 #include "test_tiers.h"
 #include "test_util.h"
 
-/* K_LONG: rows longer than the avx512bf16 tier's prefill decode buffer
- * (64 KiB of BF16, i.e. K > 8192 leaves under 4 rows), so its fallback
- * that decodes inside the tiles runs too (Qwen3-4B's down projection has
- * K = 9728); the avx512 tier's Q4 decode buffer (384 KiB of FP32) holds 11
- * such rows, so a decoded block ends in a remainder. MMAX = 11 runs both
- * sides of the avx512 Q4 prefill switch (M >= 4 decodes once) and two
- * whole 4-row activation tiles plus every remainder. */
+/* K_LONG: longer than Qwen3-4B's down projection (K = 9728), past two K
+ * spans; the FP32 tiers' decode buffer (384 KiB) holds 11 such rows and
+ * the avx512bf16 tier's 23 (BF16), so a decoded block ends in a
+ * remainder. MMAX = 11 runs both sides of the prefill switch (M >= 4
+ * decodes once, M < 4 decodes in the tiles) and whole 4- and 6-row
+ * activation tiles plus every remainder. */
 enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 11 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
@@ -95,6 +95,11 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         void *wq = malloc(types[t].block * (K / 32) * N);
         types[t].quantize(wf, (size_t)K * N, wq);
         types[t].dequantize(wq, (size_t)K * N, wd);
+        /* A tier that rounds the decoded weights to BF16 (kernels.h
+         * qweights_bf16) multiplies those: the reference and the one-hot
+         * read-back below use them. */
+        if (kern->qweights_bf16)
+            for (size_t i = 0; i < (size_t)K * N; i++) wd[i] = kipp_bf16_to_f32(kipp_f32_to_bf16(wd[i]));
         kipp_cpu_matmul_q_fn mm = pick(kern, t);
         mm(wq, K, 0, N, act, stride, MMAX, pys);
         double worst = 0;
