@@ -126,10 +126,11 @@ typedef enum kipp_backend_kind {
  * activations, FMA), else avx2 (with FMA and F16C), else generic. These
  * keep DESIGN section 7's contract: the oracle's argmax at every position.
  * AVX512BF16 is opt-in only, never picked by AUTO: it rounds matmul
- * activations to BF16 (vdpbf16ps; needs AVX512_BF16 too) for 1.1-1.5x
- * faster prefill, at logits further from the oracle (NMSE 2-3e-5; the
- * exact tiers: under 5e-7), which can flip the argmax where the top two
- * logits nearly tie
+ * activations and decoded quantized weights to BF16 (vdpbf16ps; needs
+ * AVX512_BF16 too) for 1.1-2x faster prefill, at logits further from the
+ * oracle (NMSE 2-6e-5, up to 1.4e-4 with a Q8_0 KV cache; the exact
+ * tiers: under 5e-7), which can flip the argmax where the top two logits
+ * nearly tie
  * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). It comes last in the enum so
  * the older values keep their numbers. Asking for a tier this processor
  * cannot run fails kipp_model_open with KIPP_E_BACKEND, never falls back
