@@ -155,7 +155,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
-    if (src == SRC_BF16 || src == SRC_F32) {
+    if (src == SRC_BF16 || src == SRC_DEC) {
         for (uint32_t i = k0; i < k1; i += 8) {
             __m256 xv[MC];
             #pragma GCC unroll 8
@@ -164,7 +164,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256 wv;
-                if (src == SRC_F32) {
+                if (src == SRC_DEC) {
                     wv = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;

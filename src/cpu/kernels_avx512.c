@@ -136,7 +136,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         __m512 we[8], wo[8];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            if (src == SRC_F32) {
+            if (src == SRC_DEC) {
                 const float *wr = (const float *)w + (size_t)(n - row0 + r) * k + i;
                 we[r] = _mm512_load_ps(wr);
                 wo[r] = _mm512_load_ps(wr + 16);

@@ -127,7 +127,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
                 wv[r] = load_bh(wr);
                 if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
-            } else if (src == SRC_F32) { /* decoded rows: BF16 on this tier */
+            } else if (src == SRC_DEC) { /* decoded rows: BF16 on this tier */
                 wv[r] = load_bh((const uint16_t *)w + (size_t)(n - row0 + r) * k + i);
             } else {
                 const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);

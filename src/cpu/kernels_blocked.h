@@ -7,14 +7,14 @@
  *   vf, MC                   the tier's vector; activation rows per
  *                            matrix-matrix tile, 3 to 6 (its weight rows: 4)
  *   tile_span(...)           chunks [k0, k1) of an R x C tile from one
- *                            weight source (SRC_BF16, SRC_F32, QT_*),
+ *                            weight source (SRC_BF16, SRC_DEC, QT_*),
  *                            accumulators parked in carry[r][c] between
  *                            spans; the per-output operation sequence must
  *                            not depend on the source, R, C or the span cut
  *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode)
  *   qdecode_block(t, row, b, dst)  block b of a quantized row as the 32
  *                            weights tile_span multiplies, in the order it
- *                            reads decoded (SRC_F32) rows
+ *                            reads decoded (SRC_DEC) rows
  *   QDEC_T                   optional: the decoded weights' type (float
  *                            unless defined; avx512bf16: uint16_t, BF16)
  *
@@ -43,7 +43,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
- * (BF16 rows of w, quantized rows row_bytes apart, or FP32 rows of w from
+ * (BF16 rows of w, quantized rows row_bytes apart, or decoded rows of w from
  * row0), at most W_BLOCK of them: 4 x MC tiles, the last rows in one more
  * pass over the weights; K in spans of K_SPAN, each activation tile's
  * accumulators carried between spans in carry[]. */
@@ -96,12 +96,12 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
 }
 
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
- * stack (FP32: 384 KiB, 32 rows of Qwen3-0.6B's K = 3072; fewer rows
- * stream the activations from L3 too often) and runs every activation row
- * against them (block_rows on FP32 rows), so the decode work is per weight
- * row, not per (weight tile, activation tile). Rows longer than the
- * buffer and calls with fewer than QDEC_MIN_M activation rows decode inside
- * the tiles instead. Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * stack (384 KiB: 32 FP32 rows of Qwen3-0.6B's K = 3072, 64 BF16 ones;
+ * fewer rows stream the activations from L3 too often) and runs every
+ * activation row against them (block_rows on SRC_DEC rows), so the
+ * decode work is per weight row, not per (weight tile, activation tile).
+ * Rows longer than the buffer and calls with fewer than QDEC_MIN_M
+ * activation rows decode inside the tiles instead. Measured on Zen 5, synthetic-0.6b, 512-token prefill:
  * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
  * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
  * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
             for (uint32_t b = 0; b < nblk; b++)
                 qdecode_block(t, wb + (size_t)n * row_bytes, b,
                               dec + (size_t)(n - nb) * k + (size_t)32 * b);
-        block_rows(dec, SRC_F32, 0, nb, k, xb, x_stride, nb, ne, m, y);
+        block_rows(dec, SRC_DEC, 0, nb, k, xb, x_stride, nb, ne, m, y);
     }
 }
 

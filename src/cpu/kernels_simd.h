@@ -81,14 +81,15 @@ static void silu_mul(float *g, const float *u, uint32_t n) {
 }
 
 /* ---- quantized weight blocks: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32)
- * The FP32 tiers decode a block to its exact FP32 weights (d * q; Q4_0 q is
- * nibble - 8; Q4_1 d * q + m: the values the oracle decodes) each its own
- * way (avx512bf16 multiplies the small integers q instead). Nibble order
- * is ggml's: byte j holds value j low and value j + 16 high. */
+ * The SIMD tiers decode a block to its exact FP32 weights (d * q; Q4_0 q
+ * is nibble - 8; Q4_1 d * q + m: the values the oracle decodes) each its
+ * own way (avx512bf16 then rounds each to BF16). Nibble order is ggml's:
+ * byte j holds value j low and value j + 16 high. */
 enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
 /* The matmul tiles' other weight sources (kernels_blocked.h): BF16 rows,
- * or FP32 rows already decoded from a quantized type. */
-enum { SRC_BF16 = 16, SRC_F32 = 17 };
+ * or rows the prefill already decoded from a quantized type (QDEC_T: FP32
+ * on the FP32 tiers, BF16 on avx512bf16). */
+enum { SRC_BF16 = 16, SRC_DEC = 17 };
 
 static inline size_t qblock_bytes(int t) {
     return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
