@@ -16,6 +16,9 @@
  *                               p_j * v_j for j < nb in position order (V
  *                               rows widened by att_widen_k, like K)
  *   att_store(od, sum, out)     out = od / sum, back in value order
+ *   att_block_pair(...)         optional (ATT_HAS_PAIR): att_block for two
+ *                               query heads of one row, each running
+ *                               att_block's steps unchanged (same bits)
  *
  * Why this shape. In a prefill chunk, every query row of a session reads
  * the same earlier K/V. Row by row, each would re-read (and re-widen) every
@@ -74,7 +77,18 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         for (uint32_t i = i_first; i < n_q; i++) {
             uint32_t seen = pos0 + i + 1 - b0;
             uint32_t nb = seen < B ? seen : B;
-            for (uint32_t h = 0; h < g; h++) {
+            uint32_t h = 0;
+#ifdef ATT_HAS_PAIR
+            for (; h + 2 <= g; h += 2) {
+                size_t u = (size_t)i * g + h;
+                att_dots(qd + u * D, kw, nb, p + u * B);
+                att_dots(qd + (u + 1) * D, kw, nb, p + (u + 1) * B);
+                att_block_pair(p + u * B, p + (u + 1) * B, nb, scale, &run_max[u], &run_sum[u],
+                               &run_max[u + 1], &run_sum[u + 1], od + u * D, od + (u + 1) * D,
+                               vw);
+            }
+#endif
+            for (; h < g; h++) {
                 size_t u = (size_t)i * g + h;
                 att_dots(qd + u * D, kw, nb, p + u * B);
                 att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vw);

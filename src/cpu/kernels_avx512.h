@@ -186,8 +186,12 @@ static inline __attribute__((always_inline)) void att_dots(const float *qd, cons
     }
 }
 
-static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *od, const att_krow *vw) {
+/* The online-softmax update of one (row, head) over a block: p[0..nb)
+ * holds raw scores and gets their exponentials (scaled, less the new
+ * running max); the running max and sum move on. Returns the factor the
+ * row's output accumulators are rescaled by. */
+static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_t nb, float scale,
+                                                               float *run_max, float *run_sum) {
     const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     __mmask16 m0 = nb >= 16 ? 0xffff : (__mmask16)((1u << nb) - 1);
     __mmask16 m1 = nb <= 16 ? 0 : nb == 32 ? 0xffff : (__mmask16)((1u << (nb - 16)) - 1);
@@ -203,7 +207,12 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     *run_max = new_max;
     _mm512_storeu_ps(p, e0);
     _mm512_storeu_ps(p + 16, e1);
-    __m512 vc = _mm512_set1_ps(corr);
+    return corr;
+}
+
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *od, const att_krow *vw) {
+    __m512 vc = _mm512_set1_ps(att_softmax(p, nb, scale, run_max, run_sum));
     __m512 o[ATT_VECS];
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(od + 16 * d), vc);
@@ -214,6 +223,38 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     }
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) _mm512_store_ps(od + 16 * d, o[d]);
+}
+
+/* Two query heads of one row (same positions, same V rows): each runs
+ * att_block's steps unchanged, but their P.V chains share one loop -- 16
+ * independent FMA chains instead of 8, so the FMA latency no longer bounds
+ * the loop, and each V vector is loaded once for both. */
+#define ATT_HAS_PAIR 1
+static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
+                                  float *sum_a, float *max_b, float *sum_b, float *oda,
+                                  float *odb, const att_krow *vw) {
+    __m512 ca = _mm512_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
+    __m512 cb = _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b));
+    __m512 oa[ATT_VECS], ob[ATT_VECS];
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) {
+        oa[d] = _mm512_mul_ps(_mm512_load_ps(oda + 16 * d), ca);
+        ob[d] = _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb);
+    }
+    for (uint32_t j = 0; j < nb; j++) {
+        __m512 pj = _mm512_set1_ps(pa[j]), qj = _mm512_set1_ps(pb[j]);
+        #pragma GCC unroll 8
+        for (int d = 0; d < ATT_VECS; d++) {
+            __m512 v = vw[j].v[d];
+            oa[d] = _mm512_fmadd_ps(pj, v, oa[d]);
+            ob[d] = _mm512_fmadd_ps(qj, v, ob[d]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) {
+        _mm512_store_ps(oda + 16 * d, oa[d]);
+        _mm512_store_ps(odb + 16 * d, ob[d]);
+    }
 }
 
 static inline void att_store(const float *od, float run_sum, float *out) {

@@ -251,6 +251,40 @@ static void test_attention(const kipp_cpu_kernels *kr) {
             ATTENTION_TOL);
 }
 
+/* A query head's bits do not depend on the heads it shares a KV head with:
+ * 5 query heads per KV head (Qwen3-14B's group; the AVX-512 tiers run
+ * heads in pairs, the fifth alone) in one call, 1 and 24 rows, against
+ * one call per head. */
+static void test_attention_group(const kipp_cpu_kernels *kr) {
+    enum { BLOCKS = 3, POS = BLOCKS * 32, G = 5, NQ = 24 };
+    static uint16_t k[POS * 1024], v[POS * 1024];
+    uint32_t table[BLOCKS] = {2, 0, 1};
+    const uint16_t *kb[BLOCKS], *vb[BLOCKS];
+    kipp_cpu_kv_head h = kv_head(k, v, table, BLOCKS, kb, vb);
+    for (int i = 0; i < POS * 1024; i++) {
+        k[i] = kipp_f32_to_bf16(frand() * 2);
+        v[i] = kipp_f32_to_bf16(frand());
+    }
+    static float q[NQ * G * 128], out[NQ * G * 128], one[128];
+    static float scratch[KIPP_CPU_ATT_SCRATCH(NQ, G)];
+    for (int i = 0; i < NQ * G * 128; i++) q[i] = frand() * 3;
+    const float scale = 1.0f / sqrtf(128.0f);
+    const uint32_t runs[][2] = {{70, 1}, {0, 24}, {50, 24}};
+    for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+        uint32_t pos0 = runs[ri][0], nq = runs[ri][1];
+        kr->attention(q, G * 128, nq, G, pos0, &h, scale, out, G * 128, scratch);
+        int bad = 0;
+        for (uint32_t i = 0; i < nq; i++)
+            for (int hd = 0; hd < G; hd++) {
+                kr->attention(q + ((size_t)i * G + hd) * 128, 128, 1, 1, pos0 + i, &h, scale, one,
+                              128, scratch);
+                bad += memcmp(one, out + ((size_t)i * G + hd) * 128, sizeof one) != 0;
+            }
+        CHECKF(bad == 0, "%s attention: %d of %u (row, head) outputs of a 5-head group differ "
+               "from one-head calls (rows from %u)", kr->name, bad, nq * G, pos0);
+    }
+}
+
 typedef struct pool_ctx {
     uint32_t total;
     int hits[1000];
@@ -323,6 +357,7 @@ int main(void) {
         test_matmul(kr, K_LONG);
         test_norm_rope_silu(kr);
         test_attention(kr);
+        test_attention_group(kr);
     }
     CHECK(ran >= 1);
     CHECK(kipp_cpu_kernels_by_name("nonsense") == NULL);
