@@ -94,13 +94,6 @@ int kipp_read_file(const char *path, char **data, size_t *size, kipp_error *err)
     return KIPP_OK;
 }
 
-uint16_t kipp_f32_to_bf16(float f) {
-    union { float f; uint32_t u; } v = { .f = f };
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
-    uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
-    return (uint16_t)((v.u + rounding) >> 16);
-}
-
 float kipp_fp16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;

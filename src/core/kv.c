@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/common.h"
 
@@ -38,10 +40,13 @@ int kipp_kv_store_create(kipp_kv_store *st, uint32_t layers, uint32_t n_blocks,
                          layers, n_blocks);
     void *k = kipp_calloc(bytes, 1, err);
     void *v = k ? kipp_calloc(bytes, 1, err) : NULL;
-    if (!v) {
+    uint8_t *resident = v ? kipp_calloc(n_blocks, 1, err) : NULL;
+    if (!resident) {
         free(k);
+        free(v);
         return kipp_fail_prefix(err, "KV pool of %u blocks x %u layers", n_blocks, layers);
     }
+    st->resident = resident;
     if (quant == KIPP_KV_BF16) {
         st->k = k;
         st->v = v;
@@ -62,11 +67,45 @@ void kipp_kv_store_destroy(kipp_kv_store *st) {
     free(st->v);
     free(st->kq);
     free(st->vq);
+    free(st->resident);
     memset(st, 0, sizeof *st);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
+/* Populates the pages under [p, p + n), widened to whole pages: calloc's
+ * large blocks are page-aligned mappings of their own, and a widened edge
+ * stays inside the same allocation's pages or is refused harmlessly. */
+static void populate(const void *p, size_t n) {
+    static long page;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t b = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    uintptr_t e = ((uintptr_t)p + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    (void)madvise((void *)b, e - b, MADV_POPULATE_WRITE); /* a hint: failure changes nothing */
+}
+
+void kipp_kv_store_prefault(kipp_kv_store *st, uint32_t block) {
+    if (!st->resident || block >= st->n_blocks || st->resident[block]) return;
+    st->resident[block] = 1;
+    size_t elems = (size_t)KIPP_KV_BLOCK * KIPP_KV_ROW; /* one block of one layer plane */
+    for (uint32_t l = 0; l < st->layers; l++) {
+        size_t off = kipp_kv_layer_offset(st, l) + (size_t)block * elems;
+        if (st->quant == KIPP_KV_Q8_0) {
+            size_t n = elems / KIPP_QBLOCK * sizeof(kipp_block_q8_0);
+            populate(st->kq + off / KIPP_QBLOCK, n);
+            populate(st->vq + off / KIPP_QBLOCK, n);
+        } else {
+            populate(st->k + off, elems * sizeof(uint16_t));
+            populate(st->v + off, elems * sizeof(uint16_t));
+        }
+    }
 }
 
 void kipp_kv_store_copy(kipp_kv_store *st, uint32_t dst, uint32_t src, uint32_t n_positions) {
     /* One contiguous run of n_positions rows per layer and per K/V plane. */
+    kipp_kv_store_prefault(st, dst);
     for (uint32_t l = 0; l < st->layers; l++) {
         size_t d = kipp_kv_row_offset(st, &dst, l, 0), s = kipp_kv_row_offset(st, &src, l, 0);
         size_t n = (size_t)n_positions * KIPP_KV_ROW;

@@ -484,6 +484,9 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         const uint16_t *e = (const uint16_t *)w->token_embd.data + (size_t)m->row_token[r] * m->H;
         float *x = row(m->x, m->H, r);
         for (uint32_t i = 0; i < m->H; i++) x[i] = kipp_bf16_to_f32(e[i]);
+        /* The row's cache block, resident before the layers write it. */
+        kipp_kv_store_prefault(row_store(m, r),
+                               m->row_kv[r]->block_table[m->row_pos[r] / KIPP_KV_BLOCK]);
         /* RoPE angles for this position, shared by every layer and head. */
         float *cs = row(m->rope, KIPP_HEAD_DIM, r);
         for (int i = 0; i < HALF_DIM; i++) {
