@@ -212,8 +212,8 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
  * plain algorithm). K and V rows are widened once per block into an L1
  * buffer (16 YMM registers would be all of them) and read by every row and
- * head. Scores: per position, two 8-lane FMA chains (values d..d+7 and
- * d+8..d+15 of each 16), added, then hsum8; four positions side by side.
+ * head. Scores: per position, one 8-lane FMA chain, eight positions side
+ * by side, folded together (fold8).
  * PV: half a head (64 outputs, 8 registers) at a time over the
  * block, out += p_j * v_j in position order. */
 typedef struct att_krow {
@@ -228,57 +228,69 @@ static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k,
     for (int d = 0; d < KIPP_HEAD_DIM; d += 8) _mm256_store_ps(kw->k + d, bf16x8_to_f32(k + d));
 }
 
-/* Raw scores of one (row, head) against K rows kw[0..n), four positions
+/* The 8 lane sums of a[0..8) in one vector (lane t = sum of a[t]): three
+ * levels of horizontal adds and one swap of 128-bit halves, 9 instructions
+ * where 8 hsum8 calls take ~48. Per lane the tree is fixed and involves
+ * only a[t]: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). */
+static inline __attribute__((always_inline)) __m256 fold8(const __m256 a[8]) {
+    __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 g0 = _mm256_hadd_ps(h01, h23), g1 = _mm256_hadd_ps(h45, h67);
+    /* g0 = [t0..3 low halves | t0..3 high halves], g1 the same for t4..7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+/* Raw scores of one (row, head) against K rows kw[0..n), eight positions
  * at a time (rounding n up: kernels_att.h allows reading and writing past
- * n within the block). Per score: two 8-lane chains (values d..d+7 and
- * d+8..d+15 of each 16: a multiply, then FMAs), added, then hsum8 --
- * whatever the group. Four positions' chains side by side keep 8 FMAs in
- * flight, where one score at a time left the FMA units waiting on latency
- * (attention was ~30 % of 2,048-token prefill on Zen 5). */
+ * n within the block). Per score: one 8-lane chain over the head's 16
+ * vectors (a multiply, then FMAs), then fold8's tree -- whatever the
+ * group. Eight chains side by side keep the FMA units busy (one score at
+ * a time left them waiting on latency: attention was ~30 % of a 2,048-token
+ * prefill on Zen 5 then), and one fold serves eight scores. */
 static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
                                                            uint32_t n, float *p) {
-    enum { G = 4 };
+    enum { G = 8 };
     _Static_assert(KIPP_CPU_ATT_BLOCK % G == 0, "groups of positions tile a block");
     for (uint32_t j = 0; j < n; j += G) {
-        __m256 acc0[G], acc1[G];
-        __m256 q0 = _mm256_loadu_ps(qd), q1 = _mm256_loadu_ps(qd + 8);
-        #pragma GCC unroll 4
-        for (int t = 0; t < G; t++) {
-            acc0[t] = _mm256_mul_ps(q0, _mm256_load_ps(kw[j + t].k));
-            acc1[t] = _mm256_mul_ps(q1, _mm256_load_ps(kw[j + t].k + 8));
+        __m256 acc[G];
+        __m256 q = _mm256_loadu_ps(qd);
+        #pragma GCC unroll 8
+        for (int t = 0; t < G; t++) acc[t] = _mm256_mul_ps(q, _mm256_load_ps(kw[j + t].k));
+        for (int d = 8; d < KIPP_HEAD_DIM; d += 8) {
+            q = _mm256_loadu_ps(qd + d);
+            #pragma GCC unroll 8
+            for (int t = 0; t < G; t++)
+                acc[t] = _mm256_fmadd_ps(q, _mm256_load_ps(kw[j + t].k + d), acc[t]);
         }
-        for (int d = 16; d < KIPP_HEAD_DIM; d += 16) {
-            q0 = _mm256_loadu_ps(qd + d);
-            q1 = _mm256_loadu_ps(qd + d + 8);
-            #pragma GCC unroll 4
-            for (int t = 0; t < G; t++) {
-                acc0[t] = _mm256_fmadd_ps(q0, _mm256_load_ps(kw[j + t].k + d), acc0[t]);
-                acc1[t] = _mm256_fmadd_ps(q1, _mm256_load_ps(kw[j + t].k + d + 8), acc1[t]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int t = 0; t < G; t++) p[j + t] = hsum8(_mm256_add_ps(acc0[t], acc1[t]));
+        _mm256_storeu_ps(p + j, fold8(acc));
     }
 }
 
 static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
                              float *run_sum, float *oh, const att_krow *vw) {
-    float bmax = -INFINITY;
-    for (uint32_t j = 0; j < nb; j++) {
-        p[j] *= scale;
-        bmax = p[j] > bmax ? p[j] : bmax;
+    /* Scale, and the block's max over the positions the row sees (lanes
+     * past nb become 0 in p and -inf for the max; max_ps(s, m) returns m
+     * when s is NaN, as the scalar "s > m ? s : m" did). */
+    const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vs = _mm256_set1_ps(scale), bm = ninf;
+    for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
+        __m256 valid = _mm256_cmp_ps(iota, _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
+        __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(p + j), vs);
+        _mm256_storeu_ps(p + j, _mm256_and_ps(sv, valid));
+        bm = _mm256_max_ps(_mm256_blendv_ps(ninf, sv, valid), bm);
     }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(bm), _mm256_extractf128_ps(bm, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float bmax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     float new_max = bmax > *run_max ? bmax : *run_max;
     float corr = *run_max == -INFINITY
                      ? 0.0f
                      : _mm256_cvtss_f32(vf_exp(_mm256_set1_ps(*run_max - new_max)));
-    for (uint32_t j = nb; j < KIPP_CPU_ATT_BLOCK; j++) p[j] = 0.0f; /* masked lanes */
     __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
     for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
         __m256 e = vf_exp(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
         /* lanes past nb must contribute exactly 0 */
-        __m256 valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
-                                     _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
+        __m256 valid = _mm256_cmp_ps(iota, _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
         e = _mm256_and_ps(e, valid);
         _mm256_storeu_ps(p + j, e);
         sum = _mm256_add_ps(sum, e);
