@@ -79,8 +79,8 @@ void kipp_kv_store_destroy(kipp_kv_store *st) {
  * large blocks are page-aligned mappings of their own, and a widened edge
  * stays inside the same allocation's pages or is refused harmlessly. */
 static void populate(const void *p, size_t n) {
-    static long page;
-    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) page = 4096;
     uintptr_t b = (uintptr_t)p & ~(uintptr_t)(page - 1);
     uintptr_t e = ((uintptr_t)p + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
     (void)madvise((void *)b, e - b, MADV_POPULATE_WRITE); /* a hint: failure changes nothing */
