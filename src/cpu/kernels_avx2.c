@@ -272,12 +272,14 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
      * past nb become 0 in p and -inf for the max; max_ps(s, m) returns m
      * when s is NaN, as the scalar "s > m ? s : m" did). */
     const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), ninf = _mm256_set1_ps(-INFINITY);
+    enum { NV = KIPP_CPU_ATT_BLOCK / 8 };
+    __m256 valid[NV]; /* lane j of vector v: position 8 v + j < nb */
     __m256 vs = _mm256_set1_ps(scale), bm = ninf;
-    for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
-        __m256 valid = _mm256_cmp_ps(iota, _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
-        __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(p + j), vs);
-        _mm256_storeu_ps(p + j, _mm256_and_ps(sv, valid));
-        bm = _mm256_max_ps(_mm256_blendv_ps(ninf, sv, valid), bm);
+    for (uint32_t v = 0; v < NV; v++) {
+        valid[v] = _mm256_cmp_ps(iota, _mm256_set1_ps((float)nb - (float)(8 * v)), _CMP_LT_OQ);
+        __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(p + 8 * v), vs);
+        _mm256_storeu_ps(p + 8 * v, _mm256_and_ps(sv, valid[v]));
+        bm = _mm256_max_ps(_mm256_blendv_ps(ninf, sv, valid[v]), bm);
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(bm), _mm256_extractf128_ps(bm, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
@@ -287,12 +289,10 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
                      ? 0.0f
                      : _mm256_cvtss_f32(vf_exp(_mm256_set1_ps(*run_max - new_max)));
     __m256 nm = _mm256_set1_ps(new_max), sum = _mm256_setzero_ps();
-    for (uint32_t j = 0; j < KIPP_CPU_ATT_BLOCK; j += 8) {
-        __m256 e = vf_exp(_mm256_sub_ps(_mm256_loadu_ps(p + j), nm));
+    for (uint32_t v = 0; v < NV; v++) {
         /* lanes past nb must contribute exactly 0 */
-        __m256 valid = _mm256_cmp_ps(iota, _mm256_set1_ps((float)nb - (float)j), _CMP_LT_OQ);
-        e = _mm256_and_ps(e, valid);
-        _mm256_storeu_ps(p + j, e);
+        __m256 e = _mm256_and_ps(vf_exp(_mm256_sub_ps(_mm256_loadu_ps(p + 8 * v), nm)), valid[v]);
+        _mm256_storeu_ps(p + 8 * v, e);
         sum = _mm256_add_ps(sum, e);
     }
     *run_sum = *run_sum * corr + hsum8(sum);
