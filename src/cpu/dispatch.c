@@ -4,12 +4,26 @@
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/common.h"
 #include "cpu/kernels.h"
+
+float kipp_cpu_f16_table[65536];
+
+static void f16_table_fill(void) {
+    for (uint32_t h = 0; h < 65536; h++) kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
+}
+
+/* Before any tier is handed out (the SIMD tiers' block decoders read it). */
+static void f16_table_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, f16_table_fill);
+}
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -61,6 +75,7 @@ static bool has_avx512bf16(void) { return false; }
 
 const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     if (!name) return NULL;
+    f16_table_init();
     if (strcmp(name, "generic") == 0) return &kipp_cpu_kernels_generic;
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
@@ -69,6 +84,7 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
 }
 
 const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size) {
+    f16_table_init();
     if (isa == KIPP_CPU_ISA_AUTO) {
         /* Never avx512bf16: it rounds activations to BF16, and its logits
          * may then pick another argmax than the oracle at a near-tie,

@@ -122,6 +122,14 @@ typedef struct kipp_cpu_kernels {
 } kipp_cpu_kernels;
 
 extern const kipp_cpu_kernels kipp_cpu_kernels_generic;
+
+/* Every FP16 bit pattern's FP32 value, kipp_fp16_to_f32's (the oracle's
+ * conversion; exact for every finite half). The SIMD tiers read a block's
+ * scale here with one broadcast load instead of a broadcast and a convert
+ * on the shuffle ports, which Q4 and Q8_0 decode are bound by. Filled once
+ * by dispatch.c before it hands out any tier; 256 KiB, of which a model
+ * touches the few pages its scales' exponents fall in. */
+extern float kipp_cpu_f16_table[65536];
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;

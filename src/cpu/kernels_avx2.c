@@ -80,8 +80,10 @@ static inline __m256 bf16x8_to_f32(const uint16_t *p) {
  * byte j holds value j in its low nibble and j + 16 in its high one, so
  * eight bytes zero-extended to dwords give values j.. (AND 15) and j+16..
  * (shift right 4). */
-/* An FP16 value in all 8 lanes (broadcast, then one conversion). */
-static inline __m256 half8(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
+/* An FP16 scale in all 8 lanes: one broadcast load from the conversion
+ * table (kernels.h), where vpbroadcastw + vcvtph2ps took two shuffle-port
+ * instructions per block. */
+static inline __m256 half8(uint16_t h) { return _mm256_broadcast_ss(&kipp_cpu_f16_table[h]); }
 
 static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
                                                            __m256 w[4]) {

@@ -346,8 +346,44 @@ static void test_auto_tier(void) {
                "avx512bf16 without the extension: %s", k ? k->name : why);
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* 8 halves through the F16C instruction the SIMD tiers used to convert
+ * block scales with (compiled for F16C here only; called only where the
+ * avx2 tier, which requires F16C, runs). */
+__attribute__((target("avx,f16c"))) static void f16c_convert8(const uint16_t *h, float *out) {
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+}
+#endif
+
+/* The SIMD tiers read FP16 block scales from kipp_cpu_f16_table (kernels.h),
+ * filled by the oracle's software conversion: every one of the 65,536
+ * entries must be what the processor's own F16C conversion gives, bit for
+ * bit (NaNs: a NaN), or the tiers would decode other weights than before
+ * and than the oracle (subnormal scales included). An independent
+ * conversion, not the code that filled the table. */
+static void test_f16_table(void) {
+#if defined(__x86_64__)
+    if (test_tier_lacks("avx2")) return; /* no F16C: the SIMD tiers do not run */
+    CHECK(kipp_cpu_kernels_by_name("avx2") != NULL); /* fills the table */
+    int wrong = 0;
+    for (uint32_t h = 0; h < 65536; h += 8) {
+        uint16_t in[8];
+        float hw[8];
+        for (int i = 0; i < 8; i++) in[i] = (uint16_t)(h + (uint32_t)i);
+        f16c_convert8(in, hw);
+        for (int i = 0; i < 8; i++) {
+            float t = kipp_cpu_f16_table[h + (uint32_t)i];
+            wrong += isnan(hw[i]) ? !isnan(t) : memcmp(&t, &hw[i], 4) != 0;
+        }
+    }
+    CHECKF(wrong == 0, "%d FP16 table entries differ from the F16C conversion", wrong);
+#endif
+}
+
 int main(void) {
     int ran = 0;
+    test_f16_table();
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
         const kipp_cpu_kernels *kr = test_tier_kernels(t);
         if (!kr) continue;

@@ -79,10 +79,14 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     float *pys[MMAX], *pyb[MMAX], *pyc[MMAX];
     for (int r = 0; r < MMAX; r++) pys[r] = ys[r], pyb[r] = yb[r], pyc[r] = yc[r];
     /* Rows of very different scales, with a positive offset on some (Q4_1's
-     * minimum matters), and one all-zero row. */
+     * minimum matters), one all-zero row, and one so small (row 5, weights
+     * ~2^-20) that its FP16 scales are subnormal: the tiers read scales
+     * from a conversion table (kernels.h) that must cover those too. */
     for (int n = 0; n < N; n++)
         for (int i = 0; i < K; i++)
-            wf[n * K + i] = n == 7 ? 0.0f : (uni() + (n % 3 == 0 ? 0.6f : 0.0f)) * powf(2.0f, (float)(n % 9) - 4);
+            wf[n * K + i] = n == 7 ? 0.0f
+                            : (uni() + (n % 3 == 0 ? 0.6f : 0.0f)) *
+                                  powf(2.0f, n == 5 ? -20.0f : (float)(n % 9) - 4);
     for (int r = 0; r < MMAX; r++) {
         for (int i = 0; i < K; i++) x[r * K + i] = uni() * (1.0f + (float)r);
         kern->pack_act(x + r * K, K, act + r * stride);
