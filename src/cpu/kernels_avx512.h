@@ -72,47 +72,30 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
  * (a matmul output, an attention score) uses one tree:
  *   s_i = l_i + l_{i+8} (i < 8), u_i = s_i + s_{i+4} (i < 4),
  *   t_i = u_i + u_{i+2} (i < 2), sum = t_0 + t_1.
- * fold16 runs it on 16 accumulators at once, one level at a time: a pair
- * of accumulators x, y becomes one vector holding x's partial sums in half
- * its lanes and y's in the other half -- one shuffle t brings each lane's
- * partner in (x's partner where x's sums go, y's where y's go), then x + t
- * everywhere and y + t where y's sums go (a masked add). 15 shuffles, 30
- * adds, 45 ops for 16 sums (a separate reduction takes ~8 per sum; two
- * shuffles per pair and a last permute, as before stop 22, took 31
- * shuffles, which compete with the FMAs for the shuffle ports). Sum j ends
- * in lane j. fold1 runs the tree on one. A lane's tree involves its own
- * accumulator only, so a sum depends neither on its neighbours nor on
- * which fold computed it: a matrix-vector tile and a matrix-matrix tile
+ * fold16 runs it on 16 accumulators at once: four levels of
+ * shuffle-and-add halve the lanes each holds (8, 4, 2, 1) and a last
+ * permute puts sum j in lane j -- 46 ops for 16 sums, where a separate
+ * reduction takes ~8 per sum. fold1 runs it on one. A lane's tree involves
+ * its own accumulator only, so a sum depends neither on its neighbours nor
+ * on which fold computed it: a matrix-vector tile and a matrix-matrix tile
  * give the same bits. (Written out rather than _mm512_reduce_add_ps, whose
  * order is the compiler's: gcc and clang builds agree.) */
 static inline __attribute__((always_inline)) __m512 fold16(__m512 a[16]) {
-    /* l_i + l_{i+8}: x = a[i] (acc i), y = a[i + 8]; x's sums to quarters
-     * 0-1, y's to 2-3; t = [x.q2 x.q3 y.q0 y.q1]. */
     #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        __m512 t = _mm512_shuffle_f32x4(a[i], a[i + 8], 0x4e);
-        a[i] = _mm512_mask_add_ps(_mm512_add_ps(a[i], t), 0xff00, a[i + 8], t);
-    }
-    /* s_i + s_{i+4}: in each vector quarter 0 pairs with 1, 2 with 3; x's
-     * sums to quarters 0 and 2, y's to 1 and 3; t = [x.q1 y.q0 x.q3 y.q2]. */
-    const __m512i quarters = _mm512_setr_epi32(4, 5, 6, 7, 16, 17, 18, 19, 12, 13, 14, 15, 24, 25, 26, 27);
+    for (int i = 0; i < 8; i++) /* quarters: [i, i, i+8, i+8] */
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 8], 0x44),
+                             _mm512_shuffle_f32x4(a[i], a[i + 8], 0xee));
     #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        __m512 t = _mm512_permutex2var_ps(a[i], quarters, a[i + 4]);
-        a[i] = _mm512_mask_add_ps(_mm512_add_ps(a[i], t), 0xf0f0, a[i + 4], t);
-    }
-    /* u_i + u_{i+2}, in each quarter: lane 0 pairs with 2, 1 with 3; x's
-     * sums to lanes 0-1, y's to 2-3; t = [x2 x3 y0 y1]. */
+    for (int i = 0; i < 4; i++) /* quarters: [i, i+8, i+4, i+12] */
+        a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[i], a[i + 4], 0x88),
+                             _mm512_shuffle_f32x4(a[i], a[i + 4], 0xdd));
     #pragma GCC unroll 2
-    for (int i = 0; i < 2; i++) {
-        __m512 t = _mm512_shuffle_ps(a[i], a[i + 2], 0x4e);
-        a[i] = _mm512_mask_add_ps(_mm512_add_ps(a[i], t), 0xcccc, a[i + 2], t);
-    }
-    /* t_0 + t_1, in each quarter: lane 0 pairs with 1, 2 with 3; x's sums
-     * to lanes 0 and 2, y's to 1 and 3; t = [x1 y0 x3 y2]. */
-    const __m512i lanes = _mm512_setr_epi32(1, 16, 3, 18, 5, 20, 7, 22, 9, 24, 11, 26, 13, 28, 15, 30);
-    __m512 t = _mm512_permutex2var_ps(a[0], lanes, a[1]);
-    return _mm512_mask_add_ps(_mm512_add_ps(a[0], t), 0xaaaa, a[1], t);
+    for (int i = 0; i < 2; i++) /* each quarter: two lanes of two sums */
+        a[i] = _mm512_add_ps(_mm512_shuffle_ps(a[i], a[i + 2], 0x44),
+                             _mm512_shuffle_ps(a[i], a[i + 2], 0xee));
+    __m512 s = _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x88), _mm512_shuffle_ps(a[0], a[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    return _mm512_permutexvar_ps(order, s);
 }
 
 
