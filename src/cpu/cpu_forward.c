@@ -378,8 +378,10 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
     kipp_pool_split(m->n_att_runs * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
     for (uint32_t t = b; t < e; t++) {
         /* Head-major: consecutive units read the same KV head's positions
-         * (a 2 KiB-strided slice, so the prefetcher cannot help), which then
-         * stays in L2 from one run to the next. Same arithmetic either way. */
+         * (a 2 KiB-strided slice, which the hardware prefetcher does not
+         * follow -- the kernel prefetches the next block's rows itself),
+         * which then stays in L2 from one run to the next. Same arithmetic
+         * either way. */
         uint32_t run = t % m->n_att_runs, kvh = t / m->n_att_runs;
         uint32_t r0 = m->att_run_first[run], n_q = m->att_run_len[run];
         const kipp_kv_cache *kv = m->row_kv[r0];

@@ -63,8 +63,18 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
     for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
         const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
-        /* The block's K and V rows, widened once for every row and head (L1). */
+        /* The block's K and V rows, widened once for every row and head
+         * (L1). Each row is a 256-byte slice 2 KiB (KV_ROW) from the next,
+         * a pattern the hardware prefetchers do not follow, so the next
+         * block's rows are requested here, one block ahead. */
+        const uint16_t *kn = NULL, *vn = NULL;
+        if (b0 + B < n_last) kn = kv->k_blocks[b0 / B + 1], vn = kv->v_blocks[b0 / B + 1];
         for (uint32_t j = 0; j < nb_max; j++) {
+            if (kn)
+                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64) {
+                    __builtin_prefetch((const char *)(kn + j * stride) + l);
+                    __builtin_prefetch((const char *)(vn + j * stride) + l);
+                }
             att_widen_k(kb + j * stride, &kw[j]);
             att_widen_k(vb + j * stride, &vw[j]);
         }
