@@ -104,17 +104,21 @@ void kipp_kv_store_prefault(kipp_kv_store *st, uint32_t block) {
 }
 
 void kipp_kv_store_copy(kipp_kv_store *st, uint32_t dst, uint32_t src, uint32_t n_positions) {
-    /* One contiguous run of n_positions rows per layer and per K/V plane. */
+    /* Per layer and K/V plane, one contiguous run of n_positions rows
+     * (Q8_0, position-major) or one per head (BF16, head-major blocks). */
     kipp_kv_store_prefault(st, dst);
     for (uint32_t l = 0; l < st->layers; l++) {
-        size_t d = kipp_kv_row_offset(st, &dst, l, 0), s = kipp_kv_row_offset(st, &src, l, 0);
-        size_t n = (size_t)n_positions * KIPP_KV_ROW;
         if (st->quant == KIPP_KV_Q8_0) {
-            memcpy(st->kq + d / KIPP_QBLOCK, st->kq + s / KIPP_QBLOCK,
-                   n / KIPP_QBLOCK * sizeof(kipp_block_q8_0));
-            memcpy(st->vq + d / KIPP_QBLOCK, st->vq + s / KIPP_QBLOCK,
-                   n / KIPP_QBLOCK * sizeof(kipp_block_q8_0));
-        } else {
+            size_t d = kipp_kv_qrow_offset(st, &dst, l, 0), s = kipp_kv_qrow_offset(st, &src, l, 0);
+            size_t n = (size_t)n_positions * KIPP_KV_ROW_QBLOCKS;
+            memcpy(st->kq + d, st->kq + s, n * sizeof(kipp_block_q8_0));
+            memcpy(st->vq + d, st->vq + s, n * sizeof(kipp_block_q8_0));
+            continue;
+        }
+        for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
+            size_t d = kipp_kv_head_offset(st, &dst, l, 0, h);
+            size_t s = kipp_kv_head_offset(st, &src, l, 0, h);
+            size_t n = (size_t)n_positions * KIPP_HEAD_DIM;
             memcpy(st->k + d, st->k + s, n * sizeof(uint16_t));
             memcpy(st->v + d, st->v + s, n * sizeof(uint16_t));
         }
@@ -130,10 +134,12 @@ void kipp_kv_write(kipp_kv_store *st, const uint32_t *table, uint32_t layer, uin
         kipp_quantize_q8_0(v, KIPP_KV_ROW, st->vq + off);
         return;
     }
-    size_t off = kipp_kv_row_offset(st, table, layer, pos);
-    for (size_t i = 0; i < KIPP_KV_ROW; i++) {
-        st->k[off + i] = kipp_f32_to_bf16(k[i]);
-        st->v[off + i] = kipp_f32_to_bf16(v[i]);
+    for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
+        size_t off = kipp_kv_head_offset(st, table, layer, pos, h);
+        for (size_t i = 0; i < KIPP_HEAD_DIM; i++) {
+            st->k[off + i] = kipp_f32_to_bf16(k[h * KIPP_HEAD_DIM + i]);
+            st->v[off + i] = kipp_f32_to_bf16(v[h * KIPP_HEAD_DIM + i]);
+        }
     }
 }
 
@@ -146,7 +152,7 @@ void kipp_kv_load_head(const kipp_kv_store *st, const uint32_t *table, int which
         kipp_dequantize_q8_0(b, KIPP_HEAD_DIM, out);
         return;
     }
-    const uint16_t *h = (which ? st->v : st->k) + kipp_kv_row_offset(st, table, layer, pos) +
-                        (size_t)kv_head * KIPP_HEAD_DIM;
+    const uint16_t *h =
+        (which ? st->v : st->k) + kipp_kv_head_offset(st, table, layer, pos, kv_head);
     for (int i = 0; i < KIPP_HEAD_DIM; i++) out[i] = kipp_bf16_to_f32(h[i]);
 }

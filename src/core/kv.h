@@ -11,8 +11,12 @@
  *
  * Host storage layout (kipp_kv_store), logical [layer][position][kv_head]
  * [head_dim] with the pool's physical positions:
- *   BF16  (default): k/v hold uint16 bf16 values, [layers][n_blocks*32][8][128],
- *         2 * 8 * 128 * 2 = 4096 bytes per layer-position.
+ *   BF16  (default): k/v hold uint16 bf16 values, [layers][n_blocks][8][32]
+ *         [128]: head-major inside each block, so one head's 32 positions
+ *         are 8 KiB in one piece (attention reads one KV head at a time;
+ *         position-major rows put a head's positions 2 KiB apart, which the
+ *         hardware prefetchers do not follow). 2 * 8 * 128 * 2 = 4096 bytes
+ *         per layer-position; kipp_kv_head_offset addresses it.
  *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 per head,
  *         [layers][n_blocks*32][8][4]: 2 * 32 * 34 = 2176 bytes per
  *         layer-position (1.88x less). The row offset in blocks is the BF16
@@ -49,7 +53,7 @@ typedef struct kipp_kv_store {
     uint32_t layers;
     uint32_t n_blocks;     /* pool blocks */
     kipp_kv_quant quant;
-    uint16_t *k, *v;       /* BF16: [layers][n_blocks * 32][8][128]; else NULL */
+    uint16_t *k, *v;       /* BF16: [layers][n_blocks][8][32][128]; else NULL */
     kipp_block_q8_0 *kq, *vq; /* Q8_0: [layers][n_blocks * 32][8][4]; else NULL */
     size_t store_bytes;    /* K and V together */
     uint8_t *resident;     /* [n_blocks]: 1 once kipp_kv_store_prefault ran on the block */
@@ -78,18 +82,31 @@ static inline size_t kipp_kv_layer_offset(const kipp_kv_store *st, uint32_t laye
     return (size_t)layer * st->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW;
 }
 
-/* Offset (in uint16 elements) of the [8][128] row for (layer, pos) of a
- * session whose block table is `table`. */
-static inline size_t kipp_kv_row_offset(const kipp_kv_store *st, const uint32_t *table,
-                                        uint32_t layer, uint32_t pos) {
-    size_t physical = (size_t)table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK + pos % KIPP_KV_BLOCK;
-    return kipp_kv_layer_offset(st, layer) + physical * KIPP_KV_ROW;
+/* Element offset of the first value of (layer, pos, kv head `head`) for a
+ * session whose block table is `table`: uint16 elements for BF16 (the
+ * head's 128 values follow; the same head's next position is
+ * KIPP_HEAD_DIM further on within a block), or BF16-equivalent elements
+ * for Q8_0 (divide by 32 for blocks; position-major, the next position is
+ * KIPP_KV_ROW further on). */
+static inline size_t kipp_kv_head_offset(const kipp_kv_store *st, const uint32_t *table,
+                                         uint32_t layer, uint32_t pos, uint32_t head) {
+    size_t block = kipp_kv_layer_offset(st, layer) +
+                   (size_t)table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK * KIPP_KV_ROW;
+    size_t slot = pos % KIPP_KV_BLOCK;
+    if (st->quant == KIPP_KV_Q8_0) return block + slot * KIPP_KV_ROW + (size_t)head * KIPP_HEAD_DIM;
+    return block + ((size_t)head * KIPP_KV_BLOCK + slot) * KIPP_HEAD_DIM;
+}
+
+/* Positions between consecutive positions of one head, in elements
+ * (within a block). */
+static inline size_t kipp_kv_pos_stride(const kipp_kv_store *st) {
+    return st->quant == KIPP_KV_Q8_0 ? KIPP_KV_ROW : KIPP_HEAD_DIM;
 }
 
 /* Offset (in Q8_0 blocks) of the [8][4] block row for (layer, pos). */
 static inline size_t kipp_kv_qrow_offset(const kipp_kv_store *st, const uint32_t *table,
                                          uint32_t layer, uint32_t pos) {
-    return kipp_kv_row_offset(st, table, layer, pos) / KIPP_QBLOCK;
+    return kipp_kv_head_offset(st, table, layer, pos, 0) / KIPP_QBLOCK;
 }
 
 /* Store one position's K and V rows (1024 FP32 values each, [8][128]) in the

@@ -247,8 +247,9 @@ static void cpu_kv_copy(void *state, kipp_kv_quant quant, uint32_t dst, uint32_t
 static inline kipp_kv_store *row_store(cpu_model *m, uint32_t r) {
     return &m->kv[m->row_kv[r]->quant];
 }
-static inline size_t row_kv_offset(cpu_model *m, uint32_t r) {
-    return kipp_kv_row_offset(row_store(m, r), m->row_kv[r]->block_table, m->layer, m->row_pos[r]);
+static inline size_t row_kv_offset(cpu_model *m, uint32_t r, uint32_t kv_head) {
+    return kipp_kv_head_offset(row_store(m, r), m->row_kv[r]->block_table, m->layer,
+                               m->row_pos[r], kv_head);
 }
 
 /* The session's state lives in its KV cache; scratch is per model. */
@@ -350,7 +351,7 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
         kr->rmsnorm(kh, kh, g->L->attn_k_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
         kr->rope(kh, cs, cs + HALF_DIM);
         kipp_kv_store *st = row_store(m, r);
-        size_t off = row_kv_offset(m, r) + (size_t)kvh * KIPP_HEAD_DIM;
+        size_t off = row_kv_offset(m, r, kvh);
         if (st->quant == KIPP_KV_Q8_0) { /* one head = 4 whole Q8_0 blocks */
             kipp_quantize_q8_0(kh, KIPP_HEAD_DIM, st->kq + off / KIPP_QBLOCK);
             kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, st->vq + off / KIPP_QBLOCK);
@@ -378,22 +379,22 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
     kipp_pool_split(m->n_att_runs * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
     for (uint32_t t = b; t < e; t++) {
         /* Head-major: consecutive units read the same KV head's positions
-         * (a 2 KiB-strided slice, which the hardware prefetcher does not
-         * follow -- the kernel prefetches the next block's rows itself),
-         * which then stays in L2 from one run to the next. Same arithmetic
-         * either way. */
+         * (8 KiB per block in the BF16 store's head-major blocks; the
+         * kernel prefetches the next block's as it goes), which then stay
+         * in L2 from one run to the next. Same arithmetic either way. */
         uint32_t run = t % m->n_att_runs, kvh = t / m->n_att_runs;
         uint32_t r0 = m->att_run_first[run], n_q = m->att_run_len[run];
         const kipp_kv_cache *kv = m->row_kv[r0];
         uint32_t pos0 = m->row_pos[r0];
         const kipp_kv_store *st = row_store(m, r0);
-        size_t layer_off = kipp_kv_layer_offset(st, m->layer) + (size_t)kvh * KIPP_HEAD_DIM;
+        size_t layer_off = kipp_kv_layer_offset(st, m->layer);
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
-        if (st->quant == KIPP_KV_Q8_0) { /* same positions, in blocks of 32 values */
+        if (st->quant == KIPP_KV_Q8_0) { /* position-major, in blocks of 32 values */
+            size_t head_off = layer_off + (size_t)kvh * KIPP_HEAD_DIM;
             for (uint32_t r = r0; r < r0 + n_q; r++)
                 kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
-                                        st->kq + layer_off / KIPP_QBLOCK,
-                                        st->vq + layer_off / KIPP_QBLOCK, kv->block_table,
+                                        st->kq + head_off / KIPP_QBLOCK,
+                                        st->vq + head_off / KIPP_QBLOCK, kv->block_table,
                                         m->row_pos[r] + 1, scale, row(m->attn, m->A, r) + off,
                                         scratch);
         } else {
@@ -401,11 +402,12 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
             uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
             assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
             for (uint32_t i = 0; i < n_blocks; i++) {
-                size_t at = layer_off + (size_t)kv->block_table[i] * KIPP_KV_BLOCK * KIPP_KV_ROW;
+                size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer,
+                                                i * KIPP_KV_BLOCK, kvh);
                 kb[i] = st->k + at;
                 vb[i] = st->v + at;
             }
-            kipp_cpu_kv_head head = {kb, vb, KIPP_KV_ROW};
+            kipp_cpu_kv_head head = {kb, vb, kipp_kv_pos_stride(st)};
             m->kern->attention(row(m->q, m->A, r0) + off, m->A, n_q, m->group, pos0, &head,
                                scale, row(m->attn, m->A, r0) + off, m->A, scratch);
         }

@@ -97,50 +97,56 @@ int main(void) {
     kipp_kv_store_destroy(&st);
     CHECK(st.k == NULL && st.v == NULL);
 
-    /* A pool of 3 blocks, 3 layers: 96 physical positions per layer. */
+    /* A pool of 3 blocks, 3 layers: 96 physical positions per layer. BF16
+     * blocks are head-major: (layer, block b, head h, slot p) at
+     * ((layer * 3 + b) * 8 + h) * 32 * 128 + p * 128. */
     CHECK(kipp_kv_store_create(&st, 3, 3, KIPP_KV_BF16, &err) == KIPP_OK);
+    CHECK(kipp_kv_pos_stride(&st) == 128);
     uint32_t identity[3] = {0, 1, 2};
-    /* Identity mapping: (layer, pos) -> ((layer * 96) + pos) * 1024. */
-    CHECK(kipp_kv_row_offset(&st, identity, 0, 0) == 0);
-    CHECK(kipp_kv_row_offset(&st, identity, 0, 33) == 33 * 1024);
-    CHECK(kipp_kv_row_offset(&st, identity, 2, 64) == (2 * 96 + 64) * 1024);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 0, 0) == 0);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 1, 0) == 128);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 0, 1) == 32 * 128);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 33, 2) == (1 * 8 + 2) * 4096 + 1 * 128);
+    CHECK(kipp_kv_head_offset(&st, identity, 2, 64, 7) == ((2 * 3 + 2) * 8 + 7) * 4096);
 
     /* A scrambled table moves whole blocks and keeps the offset inside one. */
     uint32_t table[3] = {2, 0, 1};
-    CHECK(kipp_kv_row_offset(&st, table, 0, 5) == (2 * 32 + 5) * 1024);
-    CHECK(kipp_kv_row_offset(&st, table, 0, 37) == (0 * 32 + 5) * 1024);
-    CHECK(kipp_kv_row_offset(&st, table, 1, 64) == (96 + 32) * 1024);
+    CHECK(kipp_kv_head_offset(&st, table, 0, 5, 0) == (2 * 8) * 4096 + 5 * 128);
+    CHECK(kipp_kv_head_offset(&st, table, 0, 37, 3) == 3 * 4096 + 5 * 128);
+    CHECK(kipp_kv_head_offset(&st, table, 1, 64, 1) == ((3 + 1) * 8 + 1) * 4096);
 
-    /* Every (layer, pos) under the permutation lands inside the store and
-     * no two collide. */
+    /* Every (layer, pos, head) under the permutation lands inside the store
+     * and no two collide. */
     size_t elems = (size_t)3 * 96 * 1024;
-    unsigned char *seen = calloc(elems / 1024, 1);
+    unsigned char *seen = calloc(elems / 128, 1);
     int collisions = 0, outside = 0;
     for (uint32_t l = 0; l < 3; l++)
-        for (uint32_t p = 0; p < 96; p++) {
-            size_t off = kipp_kv_row_offset(&st, table, l, p);
-            if (off + 1024 > elems) { outside++; continue; }
-            if (seen[off / 1024]++) collisions++;
-        }
+        for (uint32_t p = 0; p < 96; p++)
+            for (uint32_t h = 0; h < 8; h++) {
+                size_t off = kipp_kv_head_offset(&st, table, l, p, h);
+                if (off % 128 != 0 || off + 128 > elems) { outside++; continue; }
+                if (seen[off / 128]++) collisions++;
+            }
     CHECK(collisions == 0 && outside == 0);
     free(seen);
     st.k[elems - 1] = 1; /* last element is writable (ASan checks the size) */
     st.v[elems - 1] = 1;
 
     /* kv_copy of a block head: positions [0, 5) of block 2 into block 0, all
-     * layers; position 5 and other blocks untouched. */
+     * layers and heads; position 5 and other blocks untouched. */
     for (size_t i = 0; i < elems; i++) st.k[i] = st.v[i] = (uint16_t)(i * 7 + 1);
     kipp_kv_store_copy(&st, 0, 2, 5);
     int bad = 0;
     for (uint32_t l = 0; l < 3; l++)
         for (uint32_t p = 0; p < 32; p++)
-            for (size_t e = 0; e < 1024; e += 97) {
-                uint32_t b0 = 0, b2 = 2;
-                size_t d = kipp_kv_row_offset(&st, &b0, l, p) + e;
-                size_t s = kipp_kv_row_offset(&st, &b2, l, p) + e;
-                uint16_t want = p < 5 ? (uint16_t)(s * 7 + 1) : (uint16_t)(d * 7 + 1);
-                bad += st.k[d] != want || st.v[d] != want;
-            }
+            for (uint32_t h = 0; h < 8; h++)
+                for (size_t e = 0; e < 128; e += 37) {
+                    uint32_t b0 = 0, b2 = 2;
+                    size_t d = kipp_kv_head_offset(&st, &b0, l, p, h) + e;
+                    size_t s = kipp_kv_head_offset(&st, &b2, l, p, h) + e;
+                    uint16_t want = p < 5 ? (uint16_t)(s * 7 + 1) : (uint16_t)(d * 7 + 1);
+                    bad += st.k[d] != want || st.v[d] != want;
+                }
     CHECKF(bad == 0, "%d elements wrong after kv_copy", bad);
     kipp_kv_store_destroy(&st);
 
