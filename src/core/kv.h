@@ -19,8 +19,8 @@
  *         per layer-position; kipp_kv_head_offset addresses it.
  *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 per head,
  *         [layers][n_blocks*32][8][4]: 2 * 32 * 34 = 2176 bytes per
- *         layer-position (1.88x less). The row offset in blocks is the BF16
- *         element offset / 32.
+ *         layer-position (1.88x less), position-major; kipp_kv_head_offset
+ *         / 32 is the offset in blocks.
  * Layer-major (not block-major) so that an attention kernel gets one base
  * pointer per layer plus the block table, exactly as before the pool. */
 #ifndef KIPP_KV_H
@@ -97,8 +97,7 @@ static inline size_t kipp_kv_head_offset(const kipp_kv_store *st, const uint32_t
     return block + ((size_t)head * KIPP_KV_BLOCK + slot) * KIPP_HEAD_DIM;
 }
 
-/* Positions between consecutive positions of one head, in elements
- * (within a block). */
+/* Elements from one position of a head to the next (within a block). */
 static inline size_t kipp_kv_pos_stride(const kipp_kv_store *st) {
     return st->quant == KIPP_KV_Q8_0 ? KIPP_KV_ROW : KIPP_HEAD_DIM;
 }

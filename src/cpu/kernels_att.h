@@ -64,9 +64,11 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
         /* The block's K and V rows, widened once for every row and head
-         * (L1). Each row is a 256-byte slice 2 KiB (KV_ROW) from the next,
-         * a pattern the hardware prefetchers do not follow, so the next
-         * block's rows are requested here, one block ahead. */
+         * (L1). The next block's rows are requested here, one block
+         * ahead: blocks are scattered by the block table, and a head's
+         * rows were 2 KiB apart before the BF16 store became head-major
+         * (kv.h), a pattern the hardware prefetchers do not follow; a
+         * Q8_0 cache never comes here. */
         const uint16_t *kn = NULL, *vn = NULL;
         if (b0 + B < n_last) kn = kv->k_blocks[b0 / B + 1], vn = kv->v_blocks[b0 / B + 1];
         for (uint32_t j = 0; j < nb_max; j++) {

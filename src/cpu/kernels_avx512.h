@@ -28,8 +28,7 @@ static inline float fold1(__m512 a) {
 /* An FP16 scale on all 16 lanes: one broadcast load from the conversion
  * table (kernels.h). vpbroadcastw + vcvtph2ps, two instructions on the
  * shuffle ports Q4 decode is bound by, measured 5-17 % slower on Q4_0 and
- * ~30 % on Q4_1 matrix-vector products (Zen 5; a scalar convert and a
- * broadcast, 4). */
+ * ~30 % slower on Q4_1 matrix-vector products (Zen 5). */
 static inline __m512 half16(uint16_t h) { return _mm512_set1_ps(kipp_cpu_f16_table[h]); }
 
 /* The names kernels_simd.h's shared bodies use (see there). */
@@ -234,7 +233,7 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
  * the loop, and each V vector is loaded once for both. (Left to itself
  * gcc folds the load into both FMAs as memory operands: 18 loads per 16
  * FMAs, more than two 512-bit loads a cycle keep up with; the empty asm
- * keeps v in a register, 2-4 % faster prefill attention on Zen 5.) */
+ * keeps v in a register: 0-4 % faster prefill attention on Zen 5.) */
 #define ATT_HAS_PAIR 1
 static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
                                   float *sum_a, float *max_b, float *sum_b, float *oda,
