@@ -387,10 +387,9 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
         const kipp_kv_cache *kv = m->row_kv[r0];
         uint32_t pos0 = m->row_pos[r0];
         const kipp_kv_store *st = row_store(m, r0);
-        size_t layer_off = kipp_kv_layer_offset(st, m->layer);
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
         if (st->quant == KIPP_KV_Q8_0) { /* position-major, in blocks of 32 values */
-            size_t head_off = layer_off + (size_t)kvh * KIPP_HEAD_DIM;
+            size_t head_off = kipp_kv_layer_offset(st, m->layer) + (size_t)kvh * KIPP_HEAD_DIM;
             for (uint32_t r = r0; r < r0 + n_q; r++)
                 kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
                                         st->kq + head_off / KIPP_QBLOCK,
