@@ -195,13 +195,8 @@ static int32_t filter(kipp_sampler *s, float *logits, size_t *n_out) {
     apply_penalties(s, logits);
     for (size_t i = 0; i < p->n_logit_bias; i++) logits[s->bias[i].token] += s->bias[i].bias;
 
-    /* 3. greedy. NaN and -inf never win. */
-    if (p->temperature == 0.0f) {
-        int32_t best = -1;
-        for (int32_t i = 0; i < KIPP_VOCAB_SIZE; i++)
-            if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
-        return best;
-    }
+    /* 3. greedy. NaN and -inf never win; the lowest id wins a tie. */
+    if (p->temperature == 0.0f) return kipp_argmax_above(logits, KIPP_VOCAB_SIZE, -INFINITY);
 
     /* 4. temperature; candidates are the tokens still allowed. */
     size_t n = 0;

@@ -12,7 +12,8 @@
  * fp16 -> f32 is checked for all 65536 inputs; f32 -> fp16 and f32 -> bf16
  * at every tie and its neighbours, around every binade edge, in the
  * subnormal and overflow ranges, for NaN/inf, and for millions of random
- * bit patterns. Plus the checked-arithmetic helpers and kipp_fail_prefix. */
+ * bit patterns. Plus the checked-arithmetic helpers, kipp_fail_prefix, and
+ * kipp_argmax_above against a one-element-at-a-time scan. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -248,7 +249,48 @@ static void test_helpers(void) {
     CHECK(kipp_calloc(SIZE_MAX / 2, 4, &err) == NULL && err.code == KIPP_E_MEMORY);
 }
 
+/* The plain definition: the first index whose value beats every earlier
+ * one and the floor (NaN never compares greater). */
+static int32_t ref_argmax_above(const float *x, int32_t n, float floor) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] > floor && (best < 0 || x[i] > x[best])) best = i;
+    return best;
+}
+
+/* Lengths around the 8-lane stride, values from a small set so that ties
+ * (across lanes and within one) are common, NaN and -inf mixed in. */
+static void test_argmax_above(void) {
+    static float x[300];
+    const float pool[] = {0.0f, 1.0f, -1.0f, 2.5f, 2.5f, -INFINITY, NAN, 3.0f, -0.0f, 1e-30f};
+    uint64_t seed = 12345;
+    int mismatches = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        int32_t n = (int32_t)(trial % 41);
+        if (trial % 97 == 0) n = 300;
+        for (int32_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            int pick = (int)((seed >> 33) % (trial % 3 == 0 ? 4 : 10));
+            x[i] = pool[pick];
+        }
+        float floor = trial % 5 == 0 ? 0.5f : -INFINITY;
+        int32_t got = kipp_argmax_above(x, n, floor), want = ref_argmax_above(x, n, floor);
+        if (got != want && mismatches++ < 5)
+            CHECKF(0, "argmax over %d values: %d, the plain scan %d", n, got, want);
+    }
+    CHECK(mismatches == 0);
+    /* The last of 13 equal maxima lies in lane 4; the first in lane 0. */
+    for (int i = 0; i < 13; i++) x[i] = 7.0f;
+    CHECK(kipp_argmax_above(x, 13, -INFINITY) == 0);
+    x[0] = NAN;
+    CHECK(kipp_argmax_above(x, 13, -INFINITY) == 1);
+    for (int i = 0; i < 13; i++) x[i] = -INFINITY;
+    CHECK(kipp_argmax_above(x, 13, -INFINITY) == -1);
+    CHECK(kipp_argmax_above(x, 0, -INFINITY) == -1);
+}
+
 int main(void) {
+    test_argmax_above();
     test_fp16_to_f32_exhaustive();
     test_f32_to_fp16();
     test_f32_to_bf16();
