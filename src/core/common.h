@@ -74,9 +74,9 @@ static inline int32_t kipp_argmax_above(const float *x, int32_t n, float floor) 
     for (; i < n; i++)
         if (x[i] > best_v[i % LANES]) best_v[i % LANES] = x[i], best_i[i % LANES] = i;
     int32_t best = -1;
-    float v = floor;
+    float v = floor; /* a lane that found anything holds a value above it */
     for (int j = 0; j < LANES; j++)
-        if (best_i[j] >= 0 && (best < 0 || best_v[j] > v || (best_v[j] == v && best_i[j] < best)))
+        if (best_i[j] >= 0 && (best_v[j] > v || (best_v[j] == v && best_i[j] < best)))
             best = best_i[j], v = best_v[j];
     return best;
 }
