@@ -179,12 +179,13 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             }
         }
     } else { /* quantized rows, a 32-value block at a time */
+        qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
         for (uint32_t i = k0; i < k1; i += 32) {
+            qtile_prefetch(&qt, R, PF);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);
                 __m256 wv[4];
-                qweights(src, row, i / 32, wv);
+                qweights(src, qtile_block(&qt, r), 0, wv);
                 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
                     const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
@@ -193,6 +194,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                         acc[r][c] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(xc + 8 * v), acc[r][c]);
                 }
             }
+            qtile_step(&qt, src);
         }
     }
     if (k1 < k) { /* a later span continues these chains */

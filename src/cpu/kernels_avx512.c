@@ -132,8 +132,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    qtile_ptrs qt = src < SRC_BF16 ? qtile_at(w, row_bytes, n, k0 / 32, src, R, PF) : (qtile_ptrs){0};
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512 we[8], wo[8];
+        if (src < SRC_BF16) qtile_prefetch(&qt, R, PF);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_DEC) {
@@ -147,13 +149,13 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
                 wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
             } else { /* a quantized block, decoded here */
-                const uint8_t *row = qrow_prefetch(w, src, row_bytes, n, r, R, PF, i);
                 __m512 wv[2];
-                qweights(src, row, i / 32, wv);
+                qweights(src, qtile_block(&qt, r), 0, wv);
                 we[r] = wv[0];
                 wo[r] = wv[1];
             }
         }
+        if (src < SRC_BF16) qtile_step(&qt, src);
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
