@@ -181,7 +181,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     } else { /* quantized rows, a 32-value block at a time */
         qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
         for (uint32_t i = k0; i < k1; i += 32) {
-            qtile_prefetch(&qt, R, PF);
+            qtile_prefetch(&qt, src, R, PF);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256 wv[4];

@@ -119,10 +119,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
-    qtile_ptrs qt = src < SRC_BF16 ? qtile_at(w, row_bytes, n, k0 / 32, src, R, PF) : (qtile_ptrs){0};
+    qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512bh wv[8];
-        if (src < SRC_BF16) qtile_prefetch(&qt, R, PF);
+        qtile_prefetch(&qt, src, R, PF);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_BF16) {
@@ -135,7 +135,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 wv[r] = qweights(src, qtile_block(&qt, r), 0);
             }
         }
-        if (src < SRC_BF16) qtile_step(&qt, src);
+        qtile_step(&qt, src);
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             __m512bh xv = load_bh((const uint16_t *)(x + (size_t)(m + c) * x_stride) + i);

@@ -124,9 +124,12 @@ typedef struct qtile_ptrs {
     size_t rs, rs3;
 } qtile_ptrs;
 
+/* Every qtile_ function is a no-op for the non-quantized sources (SRC_BF16,
+ * SRC_DEC), so a tile that reads several sources calls them unguarded. */
 static inline __attribute__((always_inline)) qtile_ptrs qtile_at(const void *w, size_t row_bytes,
                                                                  uint32_t n, uint32_t b, int t,
                                                                  int R, int PF) {
+    if (t >= SRC_BF16) return (qtile_ptrs){0};
     const uint8_t *p0 = (const uint8_t *)w + (size_t)n * row_bytes + (size_t)b * qblock_bytes(t);
     /* only pointers into the tile's rows (and, with PF, the next tile's) */
     const uint8_t *f0 = PF ? p0 + (size_t)R * row_bytes : p0;
@@ -160,13 +163,15 @@ static inline __attribute__((always_inline)) const uint8_t *qtile_block(const qt
  * prefetching the following tiles as one sequential region, a line at a
  * time, or into L2 four to six tiles ahead, was no better for Q4 and
  * ~20 % slower for Q8_0. */
-static inline __attribute__((always_inline)) void qtile_prefetch(const qtile_ptrs *q, int R, int PF) {
-    if (!PF) return;
+static inline __attribute__((always_inline)) void qtile_prefetch(const qtile_ptrs *q, int t, int R,
+                                                                 int PF) {
+    if (!PF || t >= SRC_BF16) return;
     for (int r = 0; r < R; r++)
         _mm_prefetch((const char *)qtile_row(q->f0, q->f3, q->rs, q->rs3, r), _MM_HINT_T0);
 }
 
 static inline __attribute__((always_inline)) void qtile_step(qtile_ptrs *q, int t) {
+    if (t >= SRC_BF16) return;
     q->p0 += qblock_bytes(t);
     q->p3 += qblock_bytes(t);
     q->f0 += qblock_bytes(t);
