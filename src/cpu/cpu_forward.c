@@ -41,6 +41,9 @@
 #define HALF_DIM (KIPP_HEAD_DIM / 2)
 #define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
 #define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
+#ifndef COL_MIN_GRAINS
+#define COL_MIN_GRAINS 1 /* the shortest guided unit, in grains */
+#endif
 /* (row, query head) pairs per attention unit: a run of one session's rows
  * shares every K/V block it loads and widens (kernels_att.h). Their
  * queries and outputs (2 x 512 B per pair, 128 KiB here) live in L2: each
@@ -288,6 +291,10 @@ static void matmul_cols(const cpu_model *m, const kipp_tensor *t, int buf, uint3
     }
 }
 
+static uint32_t col_units(const cpu_model *m, uint32_t columns);
+static void col_split(const cpu_model *m, uint32_t columns, uint32_t unit, uint32_t *b,
+                      uint32_t *e);
+
 typedef struct region {
     cpu_model *m;
     const kipp_layer_weights *L;
@@ -317,7 +324,7 @@ static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t total = m->A + 2 * KIPP_KV_ROW, b, e;
-    kipp_pool_split(total, COL_GRAIN, unit, n_units, &b, &e);
+    col_split(m, total, unit, &b, &e);
     const kipp_tensor *w[3] = {&g->L->attn_q, &g->L->attn_k, &g->L->attn_v};
     float **y[3] = {m->q_rows, m->k_rows, m->v_rows};
     uint32_t start = 0;
@@ -420,7 +427,7 @@ static void region_out_residual(void *ctx, uint32_t unit, uint32_t n_units, int 
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    kipp_pool_split(m->H, COL_GRAIN, unit, n_units, &b, &e);
+    col_split(m, m->H, unit, &b, &e);
     matmul_cols(m, g->out_w, g->out_buf, b, e, g->n_rows, m->xn_rows);
     for (uint32_t r = 0; r < g->n_rows; r++) {
         float *x = row(m->x, m->H, r);
@@ -434,7 +441,7 @@ static void region_gate_up(void *ctx, uint32_t unit, uint32_t n_units, int tid) 
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    kipp_pool_split(m->F, COL_GRAIN, unit, n_units, &b, &e);
+    col_split(m, m->F, unit, &b, &e);
     if (b >= e) return;
     matmul_cols(m, &g->L->ffn_gate, 0, b, e, g->n_rows, m->gate_rows);
     matmul_cols(m, &g->L->ffn_up, 0, b, e, g->n_rows, m->up_rows);
@@ -450,18 +457,24 @@ static void region_logits(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    kipp_pool_split(KIPP_VOCAB_SIZE, COL_GRAIN, unit, n_units, &b, &e);
+    col_split(m, KIPP_VOCAB_SIZE, unit, &b, &e);
     matmul_cols(m, &m->w->output, 0, b, e, g->logit_rows, m->logit_rows);
 }
 
 /* ---- the forward pass over one chunk of rows --------------------------- */
 
-/* Units for a column-split region: a few per thread so that a slow or
- * descheduled thread's share is picked up by the others. */
+/* Units for a column-split region: guided (pool.h), long first and short
+ * last, so neither a stream restart per unit nor a thread idling behind
+ * the other's last long unit costs much, and a slow or descheduled
+ * thread's share is picked up by the others. */
 static uint32_t col_units(const cpu_model *m, uint32_t columns) {
-    uint32_t most = (columns + COL_GRAIN - 1) / COL_GRAIN;
-    uint32_t want = (uint32_t)kipp_pool_threads(m->pool) * 4;
-    return want < most ? want : most;
+    return kipp_pool_guided_units(columns, COL_GRAIN, COL_MIN_GRAINS, kipp_pool_threads(m->pool));
+}
+
+static void col_split(const cpu_model *m, uint32_t columns, uint32_t unit, uint32_t *b,
+                      uint32_t *e) {
+    kipp_pool_guided_split(columns, COL_GRAIN, COL_MIN_GRAINS, kipp_pool_threads(m->pool), unit, b,
+                           e);
 }
 
 static void forward_chunk(cpu_model *m, float *const *logits) {

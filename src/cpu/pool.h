@@ -35,4 +35,16 @@ void kipp_pool_run(kipp_pool *pool, kipp_pool_fn fn, void *ctx, uint32_t n_units
 void kipp_pool_split(uint32_t total, uint32_t grain, uint32_t u, uint32_t n, uint32_t *begin,
                      uint32_t *end);
 
+/* Guided units for a region whose work is proportional to its items
+ * (output columns): each unit takes 1 / (2 threads) of what the units
+ * before it left, rounded up to whole grains and at least min_grains, so
+ * the first units are long (weight streams stay unbroken) and the last
+ * ones short (a thread that finishes early waits at most a short unit for
+ * the other). kipp_pool_guided_units is how many units that makes;
+ * kipp_pool_guided_split unit u's [begin, end). Deterministic in (total,
+ * grain, min_grains, threads) alone. */
+uint32_t kipp_pool_guided_units(uint32_t total, uint32_t grain, uint32_t min_grains, int threads);
+void kipp_pool_guided_split(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
+                            uint32_t u, uint32_t *begin, uint32_t *end);
+
 #endif

@@ -324,6 +324,45 @@ static void test_pool(void) {
     }
 }
 
+/* Guided units (the cpu backend's column regions): every item exactly
+ * once, in order, in whole grains; each unit no longer than the one before
+ * (the last may be cut short by the end); the first takes 1 / (2 threads)
+ * of the work, rounded up; none shorter than min_grains but the last. */
+static void test_pool_guided(void) {
+    const uint32_t totals[] = {0, 1, 31, 32, 33, 1024, 2048 + 2 * 1024, 3072, 151936, 100000};
+    for (size_t ti = 0; ti < sizeof totals / sizeof *totals; ti++)
+        for (int threads = 1; threads <= 8; threads++)
+            for (uint32_t min_g = 1; min_g <= 3; min_g++) {
+                uint32_t total = totals[ti], grains = (total + 31) / 32;
+                uint32_t n = kipp_pool_guided_units(total, 32, min_g, threads);
+                uint32_t at = 0, prev = UINT32_MAX;
+                int bad = 0;
+                for (uint32_t u = 0; u < n; u++) {
+                    uint32_t b, e;
+                    kipp_pool_guided_split(total, 32, min_g, threads, u, &b, &e);
+                    uint32_t len = e - b;
+                    bad += b != at || e <= b || b % 32 != 0;
+                    bad += u + 1 < n && (e % 32 != 0 || len > prev || len < min_g * 32);
+                    if (u == 0) {
+                        uint32_t want = (grains + 2 * threads - 1) / (2 * threads);
+                        if (want < min_g) want = min_g;
+                        bad += (e - b + 31) / 32 != (want < grains ? want : grains);
+                    }
+                    prev = len;
+                    at = e;
+                }
+                bad += at != total;
+                /* past the last unit: an empty range at the end */
+                uint32_t b, e;
+                kipp_pool_guided_split(total, 32, min_g, threads, n, &b, &e);
+                bad += b != total || e != total;
+                /* a harmonic-like count, not one unit per grain */
+                bad += total >= 1024 && n > 2 * (uint32_t)threads * 24;
+                CHECKF(bad == 0, "guided split total %u, %d threads, min %u grains: %d faults in "
+                       "%u units", total, threads, min_g, bad, n);
+            }
+}
+
 /* auto is the best exact tier this processor has, never the opt-in
  * avx512bf16 (its BF16 activations may flip an oracle near-tie; DESIGN
  * section 7, docs/ARCHITECTURE.md). Forcing avx512bf16 opens it where
@@ -399,5 +438,6 @@ int main(void) {
     CHECK(kipp_cpu_kernels_by_name("nonsense") == NULL);
     test_auto_tier();
     test_pool();
+    test_pool_guided();
     return test_finish("test_cpu_kernels");
 }
