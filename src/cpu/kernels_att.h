@@ -59,6 +59,32 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         }
     const uint32_t n_last = pos0 + n_q; /* positions the last row sees */
     const size_t stride = kv->pos_stride;
+#ifdef ATT_HAS_DIRECT
+    if (n_q == 1) { /* decode: nothing to share a widened block with but g heads */
+        for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
+            const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
+            uint32_t nb = n_last - b0 < B ? n_last - b0 : B;
+            /* The next block, requested a row at a time as this one is read. */
+            const uint16_t *kn = NULL, *vn = NULL;
+            if (b0 + B < n_last) kn = kv->k_blocks[b0 / B + 1], vn = kv->v_blocks[b0 / B + 1];
+            uint32_t h = 0;
+            for (; h + 2 <= g; h += 2) {
+                att_dots_direct(qd + h * D, kb, stride, nb, p + h * B, h == 0 ? kn : NULL);
+                att_dots_direct(qd + (h + 1) * D, kb, stride, nb, p + (h + 1) * B, NULL);
+                att_block_direct(p + h * B, p + (h + 1) * B, nb, scale, &run_max[h], &run_sum[h],
+                                 &run_max[h + 1], &run_sum[h + 1], od + h * D, od + (h + 1) * D,
+                                 vb, stride, h == 0 ? vn : NULL);
+            }
+            for (; h < g; h++) {
+                att_dots_direct(qd + h * D, kb, stride, nb, p + h * B, h == 0 ? kn : NULL);
+                att_block_direct(p + h * B, NULL, nb, scale, &run_max[h], &run_sum[h], NULL, NULL,
+                                 od + h * D, NULL, vb, stride, h == 0 ? vn : NULL);
+            }
+        }
+        for (uint32_t h = 0; h < g; h++) att_store(od + h * D, run_sum[h], out + (size_t)h * D);
+        return;
+    }
+#endif
     att_krow kw[B], vw[B]; /* one block of K and V rows, widened (16 KiB each at FP32) */
     for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
         const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];

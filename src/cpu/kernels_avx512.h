@@ -263,6 +263,88 @@ static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale
     }
 }
 
+/* Decode (one query row): the same steps with K and V widened in
+ * registers straight from the cache instead of into kw / vw first. A block
+ * widened into L1 serves every (row, head) of a prefill chunk; in decode it
+ * served only the g heads of one row, and its stores and reloads (16 of
+ * each per position) made decode attention the slower of the two streams
+ * it overlaps with (K/V from memory): ~26 GB/s per core in cache against
+ * ~21 from memory. Widening is exact and the FMA sequence per (row, head)
+ * is att_dots' and att_block_pair's, operand for operand, so the bits are
+ * those of the widened path (test_cpu_backend's prefill vs decode memcmp).
+ * Positions from n to the next multiple of 16 read as zero rows, as the
+ * widened path's zero-filled kw rows do. */
+#define ATT_HAS_DIRECT 1
+static inline __attribute__((always_inline)) void att_widen_at(const uint16_t *k, uint32_t j,
+                                                               uint32_t n, __m512 v[ATT_VECS]) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    __mmask32 live = j < n ? (__mmask32)0xffffffffu : 0; /* past n: a zero row, no read */
+    #pragma GCC unroll 4
+    for (int c = 0; c < ATT_VECS / 2; c++) {
+        __m512i wv = _mm512_maskz_loadu_epi16(live, k + 32 * c);
+        v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+        v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+    }
+}
+
+static inline __attribute__((always_inline)) void att_dots_direct(const float *qd,
+                                                                  const uint16_t *kb,
+                                                                  size_t stride, uint32_t n,
+                                                                  float *p, const uint16_t *kn) {
+    __m512 q[ATT_VECS];
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) q[d] = _mm512_load_ps(qd + 16 * d);
+    for (uint32_t j0 = 0; j0 < n; j0 += 16) {
+        __m512 a[16];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            __m512 k[ATT_VECS];
+            if (kn) /* the next block's row, spread over the loop (a burst of 128 is dropped) */
+                for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
+                    __builtin_prefetch((const char *)(kn + (size_t)(j0 + j) * stride) + l);
+            att_widen_at(kb + (size_t)(j0 + j) * stride, j0 + j, n, k);
+            a[j] = _mm512_mul_ps(q[0], k[0]);
+            #pragma GCC unroll 8
+            for (int d = 1; d < ATT_VECS; d++) a[j] = _mm512_fmadd_ps(q[d], k[d], a[j]);
+        }
+        _mm512_storeu_ps(p + j0, fold16(a));
+    }
+}
+
+/* att_block_pair (or att_block when b_heads is 1) with V rows widened in
+ * registers. */
+static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float scale,
+                                    float *max_a, float *sum_a, float *max_b, float *sum_b,
+                                    float *oda, float *odb, const uint16_t *vb, size_t stride,
+                                    const uint16_t *vn) {
+    __m512 ca = _mm512_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
+    __m512 cb = pb ? _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b)) : ca;
+    __m512 oa[ATT_VECS], ob[ATT_VECS];
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) {
+        oa[d] = _mm512_mul_ps(_mm512_load_ps(oda + 16 * d), ca);
+        ob[d] = pb ? _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb) : ca;
+    }
+    for (uint32_t j = 0; j < nb; j++) {
+        __m512 v[ATT_VECS];
+        if (vn)
+            for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
+                __builtin_prefetch((const char *)(vn + (size_t)j * stride) + l);
+        att_widen_at(vb + (size_t)j * stride, 0, 1, v);
+        __m512 pj = _mm512_set1_ps(pa[j]), qj = _mm512_set1_ps(pb ? pb[j] : 0.0f);
+        #pragma GCC unroll 8
+        for (int d = 0; d < ATT_VECS; d++) {
+            oa[d] = _mm512_fmadd_ps(pj, v[d], oa[d]);
+            ob[d] = _mm512_fmadd_ps(qj, v[d], ob[d]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int d = 0; d < ATT_VECS; d++) {
+        _mm512_store_ps(oda + 16 * d, oa[d]);
+        if (pb) _mm512_store_ps(odb + 16 * d, ob[d]);
+    }
+}
+
 static inline void att_store(const float *od, float run_sum, float *out) {
     const __m512i lo_half = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi_half = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
