@@ -166,13 +166,54 @@ static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k,
     }
 }
 
-/* Raw scores of one (row, head) against K rows kw[0..n), written to
- * p[0..n rounded up to 16) (kw rows past n are zero, kernels_att.h). Per
- * position, one 8-FMA chain over the 16-wide pieces (chunk 0 evens, chunk
- * 0 odds, chunk 1 evens, ...); then fold16 sums the 16 chains of a group
- * of 16 positions at once. */
-static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
-                                                           uint32_t n, float *p) {
+/* Decode (one query row) reads K and V rows straight from the cache,
+ * widened in registers where they are used; prefill reads the block
+ * widened into L1 once for all its rows (kernels_att.h says why). Both go
+ * through the bodies below, which take row j from either source, so the
+ * FMA sequence per (row, head) is one piece of code and decode and prefill
+ * give the same bits. Cache rows at or past n read as zero rows (a masked
+ * load), as the widened block's zero-filled rows do. */
+static inline __attribute__((always_inline)) void att_widen_at(const uint16_t *k, uint32_t j,
+                                                               uint32_t n, __m512 v[ATT_VECS]) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    __mmask32 live = j < n ? (__mmask32)0xffffffffu : 0; /* past n: a zero row, no read */
+    #pragma GCC unroll 4
+    for (int c = 0; c < ATT_VECS / 2; c++) {
+        __m512i wv = _mm512_maskz_loadu_epi16(live, k + 32 * c);
+        v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+        v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+    }
+}
+
+/* Row j: kw[j] when the block was widened (kw != NULL), else cache row j
+ * of kb widened here, the next block's row nx requested first (spread
+ * over the loop: a burst of 128 prefetches at the block's start is
+ * dropped, and ran slower than the L1 path out of cache). */
+static inline __attribute__((always_inline)) void att_row(const att_krow *kw, const uint16_t *kb,
+                                                          size_t stride, uint32_t j, uint32_t n,
+                                                          const uint16_t *nx,
+                                                          __m512 r[ATT_VECS]) {
+    if (kw) {
+        #pragma GCC unroll 8
+        for (int d = 0; d < ATT_VECS; d++) r[d] = kw[j].v[d];
+        return;
+    }
+    if (nx)
+        for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
+            __builtin_prefetch((const char *)(nx + (size_t)j * stride) + l);
+    att_widen_at(kb + (size_t)j * stride, j, n, r);
+}
+
+/* Raw scores of one (row, head) against K rows [0..n), written to
+ * p[0..n rounded up to 16) (rows past n are zero). Per position, one
+ * 8-FMA chain over the 16-wide pieces (chunk 0 evens, chunk 0 odds, chunk
+ * 1 evens, ...); then fold16 sums the 16 chains of a group of 16
+ * positions at once. */
+static inline __attribute__((always_inline)) void att_dots_from(const float *qd,
+                                                                const att_krow *kw,
+                                                                const uint16_t *kb, size_t stride,
+                                                                uint32_t n, float *p,
+                                                                const uint16_t *kn) {
     __m512 q[ATT_VECS];
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) q[d] = _mm512_load_ps(qd + 16 * d);
@@ -180,12 +221,19 @@ static inline __attribute__((always_inline)) void att_dots(const float *qd, cons
         __m512 a[16];
         #pragma GCC unroll 16
         for (int j = 0; j < 16; j++) {
-            a[j] = _mm512_mul_ps(q[0], kw[j0 + j].v[0]);
+            __m512 k[ATT_VECS];
+            att_row(kw, kb, stride, j0 + j, n, kn, k);
+            a[j] = _mm512_mul_ps(q[0], k[0]);
             #pragma GCC unroll 8
-            for (int d = 1; d < ATT_VECS; d++) a[j] = _mm512_fmadd_ps(q[d], kw[j0 + j].v[d], a[j]);
+            for (int d = 1; d < ATT_VECS; d++) a[j] = _mm512_fmadd_ps(q[d], k[d], a[j]);
         }
         _mm512_storeu_ps(p + j0, fold16(a));
     }
+}
+
+static inline __attribute__((always_inline)) void att_dots(const float *qd, const att_krow *kw,
+                                                           uint32_t n, float *p) {
+    att_dots_from(qd, kw, NULL, 0, n, p, NULL);
 }
 
 /* The online-softmax update of one (row, head) over a block: p[0..nb)
@@ -233,90 +281,14 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
  * the loop, and each V vector is loaded once for both. (Left to itself
  * gcc folds the load into both FMAs as memory operands: 18 loads per 16
  * FMAs, more than two 512-bit loads a cycle keep up with; the empty asm
- * keeps v in a register: 0-4 % faster prefill attention on Zen 5.) */
+ * keeps v in a register: 0-4 % faster prefill attention on Zen 5.)
+ * pb == NULL: head a alone (att_block's sequence). V rows from vw or the
+ * cache, as att_row. */
 #define ATT_HAS_PAIR 1
-static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
-                                  float *sum_a, float *max_b, float *sum_b, float *oda,
-                                  float *odb, const att_krow *vw) {
-    __m512 ca = _mm512_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
-    __m512 cb = _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b));
-    __m512 oa[ATT_VECS], ob[ATT_VECS];
-    #pragma GCC unroll 8
-    for (int d = 0; d < ATT_VECS; d++) {
-        oa[d] = _mm512_mul_ps(_mm512_load_ps(oda + 16 * d), ca);
-        ob[d] = _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb);
-    }
-    for (uint32_t j = 0; j < nb; j++) {
-        __m512 pj = _mm512_set1_ps(pa[j]), qj = _mm512_set1_ps(pb[j]);
-        #pragma GCC unroll 8
-        for (int d = 0; d < ATT_VECS; d++) {
-            __m512 v = vw[j].v[d];
-            __asm__("" : "+v"(v)); /* one load for both FMAs (see above) */
-            oa[d] = _mm512_fmadd_ps(pj, v, oa[d]);
-            ob[d] = _mm512_fmadd_ps(qj, v, ob[d]);
-        }
-    }
-    #pragma GCC unroll 8
-    for (int d = 0; d < ATT_VECS; d++) {
-        _mm512_store_ps(oda + 16 * d, oa[d]);
-        _mm512_store_ps(odb + 16 * d, ob[d]);
-    }
-}
-
-/* Decode (one query row): the same steps with K and V widened in
- * registers straight from the cache instead of into kw / vw first. A block
- * widened into L1 serves every (row, head) of a prefill chunk; in decode it
- * served only the g heads of one row, and its stores and reloads (16 of
- * each per position) made decode attention the slower of the two streams
- * it overlaps with (K/V from memory): ~26 GB/s per core in cache against
- * ~21 from memory. Widening is exact and the FMA sequence per (row, head)
- * is att_dots' and att_block_pair's, operand for operand, so the bits are
- * those of the widened path (test_cpu_backend's prefill vs decode memcmp).
- * Positions from n to the next multiple of 16 read as zero rows, as the
- * widened path's zero-filled kw rows do. */
-#define ATT_HAS_DIRECT 1
-static inline __attribute__((always_inline)) void att_widen_at(const uint16_t *k, uint32_t j,
-                                                               uint32_t n, __m512 v[ATT_VECS]) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
-    __mmask32 live = j < n ? (__mmask32)0xffffffffu : 0; /* past n: a zero row, no read */
-    #pragma GCC unroll 4
-    for (int c = 0; c < ATT_VECS / 2; c++) {
-        __m512i wv = _mm512_maskz_loadu_epi16(live, k + 32 * c);
-        v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-        v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
-    }
-}
-
-static inline __attribute__((always_inline)) void att_dots_direct(const float *qd,
-                                                                  const uint16_t *kb,
-                                                                  size_t stride, uint32_t n,
-                                                                  float *p, const uint16_t *kn) {
-    __m512 q[ATT_VECS];
-    #pragma GCC unroll 8
-    for (int d = 0; d < ATT_VECS; d++) q[d] = _mm512_load_ps(qd + 16 * d);
-    for (uint32_t j0 = 0; j0 < n; j0 += 16) {
-        __m512 a[16];
-        #pragma GCC unroll 16
-        for (int j = 0; j < 16; j++) {
-            __m512 k[ATT_VECS];
-            if (kn) /* the next block's row, spread over the loop (a burst of 128 is dropped) */
-                for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
-                    __builtin_prefetch((const char *)(kn + (size_t)(j0 + j) * stride) + l);
-            att_widen_at(kb + (size_t)(j0 + j) * stride, j0 + j, n, k);
-            a[j] = _mm512_mul_ps(q[0], k[0]);
-            #pragma GCC unroll 8
-            for (int d = 1; d < ATT_VECS; d++) a[j] = _mm512_fmadd_ps(q[d], k[d], a[j]);
-        }
-        _mm512_storeu_ps(p + j0, fold16(a));
-    }
-}
-
-/* att_block_pair (or att_block when b_heads is 1) with V rows widened in
- * registers. */
-static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float scale,
-                                    float *max_a, float *sum_a, float *max_b, float *sum_b,
-                                    float *oda, float *odb, const uint16_t *vb, size_t stride,
-                                    const uint16_t *vn) {
+static inline __attribute__((always_inline)) void
+att_block_from(float *pa, float *pb, uint32_t nb, float scale, float *max_a, float *sum_a,
+               float *max_b, float *sum_b, float *oda, float *odb, const att_krow *vw,
+               const uint16_t *vb, size_t stride, const uint16_t *vn) {
     __m512 ca = _mm512_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
     __m512 cb = pb ? _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b)) : ca;
     __m512 oa[ATT_VECS], ob[ATT_VECS];
@@ -326,16 +298,15 @@ static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float sca
         ob[d] = pb ? _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb) : ca;
     }
     for (uint32_t j = 0; j < nb; j++) {
-        __m512 v[ATT_VECS];
-        if (vn)
-            for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
-                __builtin_prefetch((const char *)(vn + (size_t)j * stride) + l);
-        att_widen_at(vb + (size_t)j * stride, 0, 1, v);
+        __m512 r[ATT_VECS];
+        att_row(vw, vb, stride, j, nb, vn, r);
         __m512 pj = _mm512_set1_ps(pa[j]), qj = _mm512_set1_ps(pb ? pb[j] : 0.0f);
         #pragma GCC unroll 8
         for (int d = 0; d < ATT_VECS; d++) {
-            oa[d] = _mm512_fmadd_ps(pj, v[d], oa[d]);
-            ob[d] = _mm512_fmadd_ps(qj, v[d], ob[d]);
+            __m512 v = r[d];
+            __asm__("" : "+v"(v)); /* one load for both FMAs (see above) */
+            oa[d] = _mm512_fmadd_ps(pj, v, oa[d]);
+            ob[d] = _mm512_fmadd_ps(qj, v, ob[d]);
         }
     }
     #pragma GCC unroll 8
@@ -343,6 +314,30 @@ static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float sca
         _mm512_store_ps(oda + 16 * d, oa[d]);
         if (pb) _mm512_store_ps(odb + 16 * d, ob[d]);
     }
+}
+
+static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
+                                  float *sum_a, float *max_b, float *sum_b, float *oda,
+                                  float *odb, const att_krow *vw) {
+    att_block_from(pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, vw, NULL, 0, NULL);
+}
+
+/* Decode (one query row, kernels_att.h): K and V straight from the cache
+ * blocks. A block widened into L1 serves every (row, head) of a prefill
+ * chunk; in decode it served only the g heads of one row, and its stores
+ * and reloads (16 of each per position) made decode attention the slower
+ * of the two streams it overlaps with (K/V from memory). */
+#define ATT_HAS_DIRECT 1
+static inline void att_dots_direct(const float *qd, const uint16_t *kb, size_t stride, uint32_t n,
+                                   float *p, const uint16_t *kn) {
+    att_dots_from(qd, NULL, kb, stride, n, p, kn);
+}
+
+static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
+                                    float *sum_a, float *max_b, float *sum_b, float *oda,
+                                    float *odb, const uint16_t *vb, size_t stride,
+                                    const uint16_t *vn) {
+    att_block_from(pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, NULL, vb, stride, vn);
 }
 
 static inline void att_store(const float *od, float run_sum, float *out) {
