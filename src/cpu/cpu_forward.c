@@ -41,9 +41,7 @@
 #define HALF_DIM (KIPP_HEAD_DIM / 2)
 #define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
 #define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
-#ifndef COL_MIN_GRAINS
-#define COL_MIN_GRAINS 1 /* the shortest guided unit, in grains */
-#endif
+#define COL_MIN_GRAINS 1 /* the shortest guided unit, in grains (2: no better, stop 25) */
 /* (row, query head) pairs per attention unit: a run of one session's rows
  * shares every K/V block it loads and widens (kernels_att.h). Their
  * queries and outputs (2 x 512 B per pair, 128 KiB here) live in L2: each
