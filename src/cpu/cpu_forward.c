@@ -41,6 +41,10 @@
 #define HALF_DIM (KIPP_HEAD_DIM / 2)
 #define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
 #define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
+/* Column regions run in guided units (pool.h): long first, short last, so
+ * neither a stream restart per unit nor a thread idling behind the
+ * other's last long unit costs much, and a slow or descheduled thread's
+ * share is picked up by the others. */
 #define COL_MIN_GRAINS 1 /* the shortest guided unit, in grains (2: no better, stop 25) */
 /* (row, query head) pairs per attention unit: a run of one session's rows
  * shares every K/V block it loads and widens (kernels_att.h). Their
@@ -63,6 +67,12 @@ typedef struct cpu_model {
      * rows reach them only through their session's block table. */
     kipp_kv_store kv[2];
     double rope_freq[HALF_DIM]; /* theta^(-2i/128), as the oracle */
+    /* Guided units (pool.h) of the column regions, planned at load: q/k/v
+     * laid end to end, hidden, ffn, vocabulary. */
+    struct col_plan {
+        uint32_t n;       /* units */
+        uint32_t *bounds; /* unit u: columns [bounds[u], bounds[u + 1]) */
+    } cols_qkv, cols_h, cols_f, cols_vocab;
     uint32_t H, A, F, group;    /* hidden, heads*128, ffn, query heads per KV head */
 
     /* Scratch for one chunk of rows, made once (no allocation per token). */
@@ -139,6 +149,10 @@ static void cpu_model_destroy(void *state) {
     free(m->gate_rows);
     free(m->up_rows);
     free(m->logit_rows);
+    free(m->cols_qkv.bounds);
+    free(m->cols_h.bounds);
+    free(m->cols_f.bounds);
+    free(m->cols_vocab.bounds);
     free(m);
 }
 
@@ -151,6 +165,13 @@ static float **row_pointers(float *base, size_t width, kipp_error *err) {
     if (p && base)
         for (size_t r = 0; r < MAX_ROWS; r++) p[r] = base + r * width;
     return p;
+}
+
+static int plan_columns(struct col_plan *plan, uint32_t columns, int threads, kipp_error *err) {
+    plan->bounds = kipp_calloc(KIPP_POOL_GUIDED_MAX(columns, COL_GRAIN), sizeof *plan->bounds, err);
+    if (!plan->bounds) return KIPP_E_MEMORY;
+    plan->n = kipp_pool_guided_plan(columns, COL_GRAIN, COL_MIN_GRAINS, threads, plan->bounds);
+    return KIPP_OK;
 }
 
 static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *options,
@@ -226,6 +247,14 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
         cpu_model_destroy(m);
         return rc;
     }
+    rc = plan_columns(&m->cols_qkv, m->A + 2 * KIPP_KV_ROW, threads, err);
+    if (!rc) rc = plan_columns(&m->cols_h, m->H, threads, err);
+    if (!rc) rc = plan_columns(&m->cols_f, m->F, threads, err);
+    if (!rc) rc = plan_columns(&m->cols_vocab, KIPP_VOCAB_SIZE, threads, err);
+    if (rc) {
+        cpu_model_destroy(m);
+        return rc;
+    }
     *out = m;
     return KIPP_OK;
 }
@@ -289,9 +318,11 @@ static void matmul_cols(const cpu_model *m, const kipp_tensor *t, int buf, uint3
     }
 }
 
-static uint32_t col_units(const cpu_model *m, uint32_t columns);
-static void col_split(const cpu_model *m, uint32_t columns, uint32_t unit, uint32_t *b,
-                      uint32_t *e);
+/* Unit u of a planned column region. */
+static inline void col_split(const struct col_plan *plan, uint32_t u, uint32_t *b, uint32_t *e) {
+    *b = plan->bounds[u];
+    *e = plan->bounds[u + 1];
+}
 
 typedef struct region {
     cpu_model *m;
@@ -321,8 +352,8 @@ static void region_norm_pack(void *ctx, uint32_t unit, uint32_t n_units, int tid
 static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
-    uint32_t total = m->A + 2 * KIPP_KV_ROW, b, e;
-    col_split(m, total, unit, &b, &e);
+    uint32_t b, e;
+    col_split(&m->cols_qkv, unit, &b, &e);
     const kipp_tensor *w[3] = {&g->L->attn_q, &g->L->attn_k, &g->L->attn_v};
     float **y[3] = {m->q_rows, m->k_rows, m->v_rows};
     uint32_t start = 0;
@@ -425,7 +456,7 @@ static void region_out_residual(void *ctx, uint32_t unit, uint32_t n_units, int 
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    col_split(m, m->H, unit, &b, &e);
+    col_split(&m->cols_h, unit, &b, &e);
     matmul_cols(m, g->out_w, g->out_buf, b, e, g->n_rows, m->xn_rows);
     for (uint32_t r = 0; r < g->n_rows; r++) {
         float *x = row(m->x, m->H, r);
@@ -439,7 +470,7 @@ static void region_gate_up(void *ctx, uint32_t unit, uint32_t n_units, int tid) 
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    col_split(m, m->F, unit, &b, &e);
+    col_split(&m->cols_f, unit, &b, &e);
     if (b >= e) return;
     matmul_cols(m, &g->L->ffn_gate, 0, b, e, g->n_rows, m->gate_rows);
     matmul_cols(m, &g->L->ffn_up, 0, b, e, g->n_rows, m->up_rows);
@@ -455,25 +486,11 @@ static void region_logits(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
     cpu_model *m = g->m;
     uint32_t b, e;
-    col_split(m, KIPP_VOCAB_SIZE, unit, &b, &e);
+    col_split(&m->cols_vocab, unit, &b, &e);
     matmul_cols(m, &m->w->output, 0, b, e, g->logit_rows, m->logit_rows);
 }
 
 /* ---- the forward pass over one chunk of rows --------------------------- */
-
-/* Units for a column-split region: guided (pool.h), long first and short
- * last, so neither a stream restart per unit nor a thread idling behind
- * the other's last long unit costs much, and a slow or descheduled
- * thread's share is picked up by the others. */
-static uint32_t col_units(const cpu_model *m, uint32_t columns) {
-    return kipp_pool_guided_units(columns, COL_GRAIN, COL_MIN_GRAINS, kipp_pool_threads(m->pool));
-}
-
-static void col_split(const cpu_model *m, uint32_t columns, uint32_t unit, uint32_t *b,
-                      uint32_t *e) {
-    kipp_pool_guided_split(columns, COL_GRAIN, COL_MIN_GRAINS, kipp_pool_threads(m->pool), unit, b,
-                           e);
-}
 
 static void forward_chunk(cpu_model *m, float *const *logits) {
     const kipp_weights *w = m->w;
@@ -518,7 +535,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         /* Attention block: xn = RMSNorm(x); q, k, v projections. */
         g.norm = L->attn_norm.data;
         kipp_pool_run(m->pool, region_norm_pack, &g, R);
-        kipp_pool_run(m->pool, region_qkv, &g, col_units(m, m->A + 2 * KIPP_KV_ROW));
+        kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
         /* Causal grouped-query attention over the paged cache. */
@@ -526,15 +543,15 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         /* Output projection (heads*128 -> hidden) plus residual. */
         g.out_w = &L->attn_output;
         g.out_buf = 0;
-        kipp_pool_run(m->pool, region_out_residual, &g, col_units(m, m->H));
+        kipp_pool_run(m->pool, region_out_residual, &g, m->cols_h.n);
 
         /* MLP block: x += down(SiLU(gate(xn)) * up(xn)), xn = RMSNorm(x). */
         g.norm = L->ffn_norm.data;
         kipp_pool_run(m->pool, region_norm_pack, &g, R);
-        kipp_pool_run(m->pool, region_gate_up, &g, col_units(m, m->F));
+        kipp_pool_run(m->pool, region_gate_up, &g, m->cols_f.n);
         g.out_w = &L->ffn_down;
         g.out_buf = 1;
-        kipp_pool_run(m->pool, region_out_residual, &g, col_units(m, m->H));
+        kipp_pool_run(m->pool, region_out_residual, &g, m->cols_h.n);
     }
 
     /* Final RMSNorm and output head, only for rows that want logits:
@@ -550,7 +567,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         g.n_rows = nl;
         g.logit_rows = nl;
         kipp_pool_run(m->pool, region_norm_pack, &g, nl);
-        kipp_pool_run(m->pool, region_logits, &g, col_units(m, KIPP_VOCAB_SIZE));
+        kipp_pool_run(m->pool, region_logits, &g, m->cols_vocab.n);
     }
 }
 

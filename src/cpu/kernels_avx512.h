@@ -260,21 +260,6 @@ static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_
     return corr;
 }
 
-static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *od, const att_krow *vw) {
-    __m512 vc = _mm512_set1_ps(att_softmax(p, nb, scale, run_max, run_sum));
-    __m512 o[ATT_VECS];
-    #pragma GCC unroll 8
-    for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_mul_ps(_mm512_load_ps(od + 16 * d), vc);
-    for (uint32_t j = 0; j < nb; j++) {
-        __m512 pj = _mm512_set1_ps(p[j]);
-        #pragma GCC unroll 8
-        for (int d = 0; d < ATT_VECS; d++) o[d] = _mm512_fmadd_ps(pj, vw[j].v[d], o[d]);
-    }
-    #pragma GCC unroll 8
-    for (int d = 0; d < ATT_VECS; d++) _mm512_store_ps(od + 16 * d, o[d]);
-}
-
 /* Two query heads of one row (same positions, same V rows): each runs
  * att_block's steps unchanged, but their P.V chains share one loop -- 16
  * independent FMA chains instead of 8, so the FMA latency no longer bounds
@@ -282,44 +267,53 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
  * gcc folds the load into both FMAs as memory operands: 18 loads per 16
  * FMAs, more than two 512-bit loads a cycle keep up with; the empty asm
  * keeps v in a register: 0-4 % faster prefill attention on Zen 5.)
- * pb == NULL: head a alone (att_block's sequence). V rows from vw or the
- * cache, as att_row. */
+ * heads == 1: head a alone (pb, max_b, sum_b, odb unused). V rows from
+ * vw or the cache, as att_row. */
 #define ATT_HAS_PAIR 1
 static inline __attribute__((always_inline)) void
-att_block_from(float *pa, float *pb, uint32_t nb, float scale, float *max_a, float *sum_a,
-               float *max_b, float *sum_b, float *oda, float *odb, const att_krow *vw,
-               const uint16_t *vb, size_t stride, const uint16_t *vn) {
+att_block_from(int heads, float *pa, float *pb, uint32_t nb, float scale, float *max_a,
+               float *sum_a, float *max_b, float *sum_b, float *oda, float *odb,
+               const att_krow *vw, const uint16_t *vb, size_t stride, const uint16_t *vn) {
+    const int two = heads == 2; /* a compile-time constant at every call */
     __m512 ca = _mm512_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
-    __m512 cb = pb ? _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b)) : ca;
+    __m512 cb = two ? _mm512_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b)) : ca;
     __m512 oa[ATT_VECS], ob[ATT_VECS];
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) {
         oa[d] = _mm512_mul_ps(_mm512_load_ps(oda + 16 * d), ca);
-        ob[d] = pb ? _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb) : ca;
+        ob[d] = two ? _mm512_mul_ps(_mm512_load_ps(odb + 16 * d), cb) : ca;
     }
     for (uint32_t j = 0; j < nb; j++) {
         __m512 r[ATT_VECS];
         att_row(vw, vb, stride, j, nb, vn, r);
-        __m512 pj = _mm512_set1_ps(pa[j]), qj = _mm512_set1_ps(pb ? pb[j] : 0.0f);
+        __m512 pj = _mm512_set1_ps(pa[j]);
+        __m512 qj = two ? _mm512_set1_ps(pb[j]) : pj;
         #pragma GCC unroll 8
         for (int d = 0; d < ATT_VECS; d++) {
             __m512 v = r[d];
-            __asm__("" : "+v"(v)); /* one load for both FMAs (see above) */
+            if (two) __asm__("" : "+v"(v)); /* one load for both FMAs (see above) */
             oa[d] = _mm512_fmadd_ps(pj, v, oa[d]);
-            ob[d] = _mm512_fmadd_ps(qj, v, ob[d]);
+            if (two) ob[d] = _mm512_fmadd_ps(qj, v, ob[d]);
         }
     }
     #pragma GCC unroll 8
     for (int d = 0; d < ATT_VECS; d++) {
         _mm512_store_ps(oda + 16 * d, oa[d]);
-        if (pb) _mm512_store_ps(odb + 16 * d, ob[d]);
+        if (two) _mm512_store_ps(odb + 16 * d, ob[d]);
     }
+}
+
+/* One head's block (the loop nest's odd head out): the same body. */
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *od, const att_krow *vw) {
+    att_block_from(1, p, NULL, nb, scale, run_max, run_sum, NULL, NULL, od, NULL, vw, NULL, 0,
+                   NULL);
 }
 
 static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
                                   float *sum_a, float *max_b, float *sum_b, float *oda,
                                   float *odb, const att_krow *vw) {
-    att_block_from(pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, vw, NULL, 0, NULL);
+    att_block_from(2, pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, vw, NULL, 0, NULL);
 }
 
 /* Decode (one query row, kernels_att.h): K and V straight from the cache
@@ -337,7 +331,12 @@ static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float sca
                                     float *sum_a, float *max_b, float *sum_b, float *oda,
                                     float *odb, const uint16_t *vb, size_t stride,
                                     const uint16_t *vn) {
-    att_block_from(pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, NULL, vb, stride, vn);
+    if (pb)
+        att_block_from(2, pa, pb, nb, scale, max_a, sum_a, max_b, sum_b, oda, odb, NULL, vb,
+                       stride, vn);
+    else
+        att_block_from(1, pa, NULL, nb, scale, max_a, sum_a, NULL, NULL, oda, NULL, NULL, vb,
+                       stride, vn);
 }
 
 static inline void att_store(const float *od, float run_sum, float *out) {

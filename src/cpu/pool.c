@@ -184,37 +184,20 @@ void kipp_pool_split(uint32_t total, uint32_t grain, uint32_t u, uint32_t n, uin
     *end = e < total ? (uint32_t)e : total;
 }
 
-/* Walks the guided sequence up to unit `stop` (or to its end): returns the
- * number of units walked and leaves unit stop's range in *begin, *end. */
-static uint32_t guided_walk(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
-                            uint32_t stop, uint32_t *begin, uint32_t *end) {
+uint32_t kipp_pool_guided_plan(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
+                               uint32_t *bounds) {
     uint64_t grains = ((uint64_t)total + grain - 1) / grain, at = 0;
     uint64_t div = 2 * (uint64_t)(threads > 0 ? threads : 1);
     if (min_grains == 0) min_grains = 1;
-    uint32_t u = 0;
-    *begin = *end = total;
+    uint32_t n = 0;
+    bounds[0] = 0;
     while (at < grains) {
         uint64_t take = (grains - at + div - 1) / div;
         if (take < min_grains) take = min_grains;
         if (take > grains - at) take = grains - at;
-        if (u == stop) {
-            uint64_t b = at * grain, e = (at + take) * grain;
-            *begin = b < total ? (uint32_t)b : total;
-            *end = e < total ? (uint32_t)e : total;
-            return u + 1;
-        }
         at += take;
-        u++;
+        uint64_t e = at * grain;
+        bounds[++n] = e < total ? (uint32_t)e : total;
     }
-    return u;
-}
-
-uint32_t kipp_pool_guided_units(uint32_t total, uint32_t grain, uint32_t min_grains, int threads) {
-    uint32_t b, e;
-    return guided_walk(total, grain, min_grains, threads, UINT32_MAX, &b, &e);
-}
-
-void kipp_pool_guided_split(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
-                            uint32_t u, uint32_t *begin, uint32_t *end) {
-    guided_walk(total, grain, min_grains, threads, u, begin, end);
+    return n;
 }

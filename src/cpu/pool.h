@@ -40,11 +40,12 @@ void kipp_pool_split(uint32_t total, uint32_t grain, uint32_t u, uint32_t n, uin
  * before it left, rounded up to whole grains and at least min_grains, so
  * the first units are long (weight streams stay unbroken) and the last
  * ones short (a thread that finishes early waits at most a short unit for
- * the other). kipp_pool_guided_units is how many units that makes;
- * kipp_pool_guided_split unit u's [begin, end). Deterministic in (total,
- * grain, min_grains, threads) alone. */
-uint32_t kipp_pool_guided_units(uint32_t total, uint32_t grain, uint32_t min_grains, int threads);
-void kipp_pool_guided_split(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
-                            uint32_t u, uint32_t *begin, uint32_t *end);
+ * the other). Writes the boundaries to bounds (unit u is [bounds[u],
+ * bounds[u + 1]); room for KIPP_POOL_GUIDED_MAX(total, grain) entries) and
+ * returns the number of units. Deterministic in (total, grain, min_grains,
+ * threads) alone, so a caller plans once, at load time. */
+#define KIPP_POOL_GUIDED_MAX(total, grain) (((total) + (grain) - 1) / (grain) + 1)
+uint32_t kipp_pool_guided_plan(uint32_t total, uint32_t grain, uint32_t min_grains, int threads,
+                               uint32_t *bounds);
 
 #endif

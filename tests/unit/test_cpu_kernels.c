@@ -334,12 +334,12 @@ static void test_pool_guided(void) {
         for (int threads = 1; threads <= 8; threads++)
             for (uint32_t min_g = 1; min_g <= 3; min_g++) {
                 uint32_t total = totals[ti], grains = (total + 31) / 32;
-                uint32_t n = kipp_pool_guided_units(total, 32, min_g, threads);
+                static uint32_t bounds[KIPP_POOL_GUIDED_MAX(151936u, 32u)];
+                uint32_t n = kipp_pool_guided_plan(total, 32, min_g, threads, bounds);
                 uint32_t at = 0, prev = UINT32_MAX;
-                int bad = 0;
-                for (uint32_t u = 0; u < n; u++) {
-                    uint32_t b, e;
-                    kipp_pool_guided_split(total, 32, min_g, threads, u, &b, &e);
+                int bad = n >= KIPP_POOL_GUIDED_MAX(total, 32u);
+                for (uint32_t u = 0; u < n && !bad; u++) {
+                    uint32_t b = bounds[u], e = bounds[u + 1];
                     uint32_t len = e - b;
                     bad += b != at || e <= b || b % 32 != 0;
                     bad += u + 1 < n && (e % 32 != 0 || len > prev || len < min_g * 32);
@@ -351,11 +351,7 @@ static void test_pool_guided(void) {
                     prev = len;
                     at = e;
                 }
-                bad += at != total;
-                /* past the last unit: an empty range at the end */
-                uint32_t b, e;
-                kipp_pool_guided_split(total, 32, min_g, threads, n, &b, &e);
-                bad += b != total || e != total;
+                bad += at != total || bounds[0] != 0;
                 /* a harmonic-like count, not one unit per grain */
                 bad += total >= 1024 && n > 2 * (uint32_t)threads * 24;
                 CHECKF(bad == 0, "guided split total %u, %d threads, min %u grains: %d faults in "
