@@ -182,6 +182,9 @@ const record = {
   compiler: sh("cc", ["--version"])?.split("\n")[0],
   kipp_tier: tier, kipp_tiers: tiers, kipp_auto_tier: autoTier,
   kipp_tier_forced: Boolean(process.env.KIPP_CPU_ISA) || opt("--kipp-isa", null) !== null,
+  // decode's weight prefetch as asked ("auto" unless KIPP_CPU_DECODE_PREFETCH
+  // is set); each kipp run's result.decode_prefetch is what it resolved to
+  kipp_decode_prefetch: process.env.KIPP_CPU_DECODE_PREFETCH || "auto",
   llama: { bin: llamaBin,
            source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
   kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],

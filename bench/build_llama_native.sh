@@ -30,7 +30,13 @@ if [ -n "${LLAMA_NATIVE_CACHE:-}" ]; then root=$LLAMA_NATIVE_CACHE
 elif mkdir -p /work/cache 2>/dev/null && [ -w /work/cache ]; then root=/work/cache
 else root=$PWD/build/cache; fi
 commit=$(git bundle list-heads "$bundle" | head -n 1 | cut -c1-12)
+# The model name alone does not tell machines apart here (every AMD VM reads
+# "AMD EPYC", Zen 4 and Zen 5 alike), and a native build for one may use
+# instructions the other lacks: key on family and model too.
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]/_/g')
+fam=$(grep -m1 '^cpu family' /proc/cpuinfo | sed 's/.*: //')
+mdl=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | sed 's/.*: //')
+cpu=${cpu}_f${fam:-x}m${mdl:-x}
 isa=${LLAMA_ISA:-native}
 case $isa in
 native) dir=$root/llama-native-$commit-$cpu

@@ -149,6 +149,26 @@ KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
  * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */
 KIPP_API int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err);
 
+/* How the cpu backend's SIMD tiers prefetch weight rows in decode (one
+ * token per session, where weights stream from memory once per step). The
+ * results are the same bits either way; only the speed differs, and which
+ * is faster depends on the processor's prefetchers (docs/ARCHITECTURE.md,
+ * "Stop 26"). AUTO: ROWS on AMD family 26 and later (Zen 5, where it
+ * measured best), SEQ everywhere else (measured best on Zen 4).
+ *   ROWS: each of 8 rows' next-tile line, into L1, as the rows are read.
+ *   SEQ:  the next tiles' rows as one contiguous region, into L2, in
+ *         address order, and fewer BF16 rows in flight. */
+typedef enum kipp_cpu_decode_prefetch {
+    KIPP_CPU_DECODE_PREFETCH_AUTO = 0,
+    KIPP_CPU_DECODE_PREFETCH_ROWS,
+    KIPP_CPU_DECODE_PREFETCH_SEQ,
+} kipp_cpu_decode_prefetch;
+
+/* "auto", "rows", "seq" (NULL for values out of range). */
+KIPP_API const char *kipp_cpu_decode_prefetch_name(kipp_cpu_decode_prefetch pf);
+/* What AUTO means on this processor (ROWS or SEQ); other values unchanged. */
+KIPP_API kipp_cpu_decode_prefetch kipp_cpu_decode_prefetch_resolve(kipp_cpu_decode_prefetch pf);
+
 /* Zero-initialise and set what you need: every field's zero is its
  * documented default (a NULL options pointer means all defaults). */
 typedef struct kipp_model_options {
@@ -159,6 +179,7 @@ typedef struct kipp_model_options {
      * 0 = room for one full context of the checkpoint, so any single session
      * fits alone. Sessions take 32-position blocks from it as they grow. */
     uint32_t kv_pool_mib;
+    kipp_cpu_decode_prefetch cpu_decode_prefetch; /* cpu backend; 0 = AUTO */
 } kipp_model_options;
 
 KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,

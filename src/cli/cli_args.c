@@ -26,13 +26,24 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
 
 bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options) {
     const char *v = getenv("KIPP_CPU_ISA");
-    if (!v || !*v) return true;
     kipp_error err = {0};
-    if (kipp_cpu_isa_parse(v, &options->cpu_isa, &err)) {
+    if (v && *v && kipp_cpu_isa_parse(v, &options->cpu_isa, &err)) {
         fprintf(stderr, "kipp %s: KIPP_CPU_ISA: %s\n", command, err.message);
         return false;
     }
-    return true;
+    v = getenv("KIPP_CPU_DECODE_PREFETCH");
+    if (!v || !*v) return true;
+    static const kipp_cpu_decode_prefetch all[] = {KIPP_CPU_DECODE_PREFETCH_AUTO,
+                                                   KIPP_CPU_DECODE_PREFETCH_ROWS,
+                                                   KIPP_CPU_DECODE_PREFETCH_SEQ};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(v, kipp_cpu_decode_prefetch_name(all[i]))) {
+            options->cpu_decode_prefetch = all[i];
+            return true;
+        }
+    fprintf(stderr, "kipp %s: KIPP_CPU_DECODE_PREFETCH: unknown value '%s' (auto, rows, seq)\n",
+            command, v);
+    return false;
 }
 
 bool cli_is_threads_flag(const char *arg) {

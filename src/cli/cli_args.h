@@ -13,10 +13,12 @@ bool cli_parse_backend(const char *command, const char *value, kipp_backend_kind
 /* --kv-quant bf16|q8_0, same contract. */
 bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *out);
 
-/* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16 (opt-in) -> options->cpu_isa (the library
- * reads no environment; the CLI is where the variable is honoured). Unset or
- * empty leaves the field alone. On a bad value prints "kipp CMD: ..." on
- * stderr and returns false. Every subcommand that opens a model calls it. */
+/* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16 (opt-in) -> options->cpu_isa, and
+ * KIPP_CPU_DECODE_PREFETCH=auto|rows|seq -> options->cpu_decode_prefetch (the
+ * library reads no environment; the CLI is where the variables are
+ * honoured). Unset or empty leaves a field alone. On a bad value prints
+ * "kipp CMD: ..." on stderr and returns false. Every subcommand that opens a
+ * model calls it. */
 bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options);
 
 /* --threads N, short -t N, on every subcommand that computes (generate,

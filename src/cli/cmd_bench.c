@@ -204,13 +204,16 @@ int cmd_bench(int argc, char **argv) {
     double rss_mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
     double p_med = median(pre_tps, reps), d_med = n_decode ? median(dec_tps, reps) : 0.0;
     const char *isa = kipp_cpu_isa_name(mo.cpu_isa); /* "auto" unless forced */
+    /* what decode's weight prefetch resolved to on this processor */
+    const char *pf = kipp_cpu_decode_prefetch_name(
+        kipp_cpu_decode_prefetch_resolve(mo.cpu_decode_prefetch));
     if (json) {
         printf("{\"backend\":\"%s\",\"model\":\"%s\",\"checkpoint\":\"%s\",\"quant\":\"%s\","
-               "\"isa\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
+               "\"isa\":\"%s\",\"decode_prefetch\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
                "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"peak_rss_mib\":%.1f,\"prefill_tps_runs\":[",
                kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
-               isa, threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               isa, pf, threads, n_prompt, n_decode, n_prompt, reps, p_med,
                d_med, rss_mib);
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
@@ -219,8 +222,8 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
-        printf("backend    %s, %d threads, kernels %s\n", kipp_backend_name(backend), threads,
-               isa);
+        printf("backend    %s, %d threads, kernels %s, decode prefetch %s\n",
+               kipp_backend_name(backend), threads, isa, pf);
         printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
         if (n_decode)
             printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",

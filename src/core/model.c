@@ -32,6 +32,15 @@ const char *kipp_cpu_isa_name(kipp_cpu_isa isa) {
     return NULL;
 }
 
+const char *kipp_cpu_decode_prefetch_name(kipp_cpu_decode_prefetch pf) {
+    switch (pf) {
+    case KIPP_CPU_DECODE_PREFETCH_AUTO: return "auto";
+    case KIPP_CPU_DECODE_PREFETCH_ROWS: return "rows";
+    case KIPP_CPU_DECODE_PREFETCH_SEQ: return "seq";
+    }
+    return NULL;
+}
+
 int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
     if (!name || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_cpu_isa_parse: NULL argument");
     static const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,

@@ -182,7 +182,9 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     if (rc) return rc;
     char why[160] = "";
     kipp_cpu_isa isa = options ? options->cpu_isa : KIPP_CPU_ISA_AUTO;
-    const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(isa, why, sizeof why);
+    kipp_cpu_decode_prefetch pf = options ? options->cpu_decode_prefetch
+                                          : KIPP_CPU_DECODE_PREFETCH_AUTO;
+    const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(isa, pf, why, sizeof why);
     if (!kern) return kipp_fail(err, KIPP_E_BACKEND, "cpu backend: %s", why);
 
     int threads = options ? options->threads : 0;

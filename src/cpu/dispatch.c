@@ -61,6 +61,18 @@ static bool has_avx512bf16(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return a & (1u << 5);
 }
+/* AMD family 26 (Zen 5) and later: the decode prefetch that measured best
+ * there (PF_ROWS, stops 17-25); every other processor, Zen 4 included
+ * (family 25, where PF_ROWS streamed ~21 GB/s of ~31), gets PF_SEQ. */
+static bool prefers_rows_prefetch(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* AuthenticAMD */
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    unsigned family = (a >> 8) & 0xf;
+    if (family == 0xf) family += (a >> 20) & 0xff;
+    return family >= 0x1a;
+}
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
@@ -68,6 +80,7 @@ static bool has_avx512bf16(void) {
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
 static bool has_avx512bf16(void) { return false; }
+static bool prefers_rows_prefetch(void) { return false; }
 #define AVX512BF16_TABLE NULL
 #define AVX512_TABLE NULL
 #define AVX2_TABLE NULL
@@ -83,15 +96,33 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     return NULL;
 }
 
-const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size) {
+kipp_cpu_decode_prefetch kipp_cpu_decode_prefetch_resolve(kipp_cpu_decode_prefetch pf) {
+    if (pf != KIPP_CPU_DECODE_PREFETCH_AUTO) return pf;
+    return prefers_rows_prefetch() ? KIPP_CPU_DECODE_PREFETCH_ROWS : KIPP_CPU_DECODE_PREFETCH_SEQ;
+}
+
+/* The tier's table with the decode prefetch pf (the generic tier has one). */
+static const kipp_cpu_kernels *with_prefetch(const kipp_cpu_kernels *k,
+                                             kipp_cpu_decode_prefetch pf) {
+    if (k && k->seq_twin && kipp_cpu_decode_prefetch_resolve(pf) == KIPP_CPU_DECODE_PREFETCH_SEQ)
+        return k->seq_twin;
+    return k;
+}
+
+const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decode_prefetch pf,
+                                                char *why, size_t why_size) {
     f16_table_init();
+    if (!kipp_cpu_decode_prefetch_name(pf)) {
+        snprintf(why, why_size, "unknown decode prefetch %d (use auto, rows or seq)", (int)pf);
+        return NULL;
+    }
     if (isa == KIPP_CPU_ISA_AUTO) {
         /* Never avx512bf16: it rounds activations to BF16, and its logits
          * may then pick another argmax than the oracle at a near-tie,
          * which DESIGN section 7 forbids for the default. Opt-in only
          * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
-        if (has_avx512()) return AVX512_TABLE;
-        if (has_avx2()) return AVX2_TABLE;
+        if (has_avx512()) return with_prefetch(AVX512_TABLE, pf);
+        if (has_avx2()) return with_prefetch(AVX2_TABLE, pf);
         return &kipp_cpu_kernels_generic;
     }
     const char *name = kipp_cpu_isa_name(isa);
@@ -101,7 +132,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, siz
                  (int)isa);
         return NULL;
     }
-    const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(name);
+    const kipp_cpu_kernels *k = with_prefetch(kipp_cpu_kernels_by_name(name), pf);
     if (!k)
         snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier%s", name,
                  isa == KIPP_CPU_ISA_AVX512BF16 ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_BF16)"

@@ -119,6 +119,13 @@ typedef struct kipp_cpu_kernels {
     /* g[i] = silu(g[i]) * u[i]. */
     void (*silu_mul)(float *g, const float *u, uint32_t n);
     kipp_cpu_attention_fn attention;
+    /* Decode (one activation row) streams the weights with PF_SEQ
+     * prefetch (1) or PF_ROWS (0); kernels_simd.h, docs/ARCHITECTURE.md
+     * "Stop 26". Results are the same bits either way. */
+    int decode_seq;
+    /* On a PF_ROWS table of a SIMD tier: the same tier's PF_SEQ table
+     * (identical but for the matmuls' decode prefetch); else NULL. */
+    const struct kipp_cpu_kernels *seq_twin;
 } kipp_cpu_kernels;
 
 extern const kipp_cpu_kernels kipp_cpu_kernels_generic;
@@ -134,11 +141,17 @@ extern float kipp_cpu_f16_table[65536];
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
 
 /* The tier to use: the best the processor supports (KIPP_CPU_ISA_AUTO), or
- * the one asked for. Returns NULL and writes a reason into why (why_size
- * bytes) when isa is unknown or this processor cannot run it. */
-const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, char *why, size_t why_size);
+ * the one asked for, with the decode prefetch asked for (AUTO: the one
+ * kipp_cpu_decode_prefetch_resolve picks). Returns NULL and writes a reason
+ * into why (why_size bytes) when isa or pf is unknown or this processor
+ * cannot run the tier. */
+const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decode_prefetch pf,
+                                                char *why, size_t why_size);
 /* Tier by name if this processor can run it, else NULL (tests). */
 const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name);
 

@@ -158,8 +158,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
     if (src == SRC_BF16 || src == SRC_DEC) {
+        seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 8) {
             __m256 xv[MC];
+            if (i % 32 == 0) seq_pf_step(&sp, src, R, PF);
             #pragma GCC unroll 8
             for (int c = 0; c < C; c++)
                 xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
@@ -170,7 +172,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                     wv = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
-                    if (PF && i % 32 == 0) /* one 64-byte line per 32 values */
+                    if (PF == PF_ROWS && i % 32 == 0) /* one 64-byte line per 32 values */
                         _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
                     wv = bf16x8_to_f32(wr);
                 }
@@ -180,8 +182,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         }
     } else { /* quantized rows, a 32-value block at a time */
         qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
+        seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 32) {
             qtile_prefetch(&qt, src, R, PF);
+            seq_pf_step(&sp, src, R, PF);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256 wv[4];
@@ -211,6 +215,8 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
  * lost ~8 % of Q4_0 decode, 8 measured the same as 4 on Zen 5). */
 #define MV_ROWS_BF16 8
 #define MV_ROWS_Q 4
+#define MV_SEQ_ROWS_BF16 2 /* PF_SEQ: as kernels_avx512.c */
+#define MV_SEQ_ROWS_Q 4
 #include "cpu/kernels_blocked.h"
 
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the
@@ -326,17 +332,15 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
 #include "cpu/kernels_att.h"
 
 
-const kipp_cpu_kernels kipp_cpu_kernels_avx2 = {
-    .name = "avx2",
-    .act_bytes = act_bytes,
-    .pack_act = pack_act,
-    .matmul_bf16 = matmul_bf16,
-    .matmul_q8_0 = matmul_q8_0,
-    .matmul_q4_0 = matmul_q4_0,
-    .matmul_q4_1 = matmul_q4_1,
-    .rmsnorm = rmsnorm,
-    .rope = rope,
-    .silu_mul = silu_mul,
-    .attention = attention,
-};
+/* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */
+#define TIER_TABLE(SUF, SEQ, TWIN)                                                             \
+    {                                                                                          \
+        .name = "avx2", .act_bytes = act_bytes, .pack_act = pack_act,                          \
+        .matmul_bf16 = matmul_bf16##SUF, .matmul_q8_0 = matmul_q8_0##SUF,                      \
+        .matmul_q4_0 = matmul_q4_0##SUF, .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm,  \
+        .rope = rope, .silu_mul = silu_mul, .attention = attention, .decode_seq = SEQ,         \
+        .seq_twin = TWIN,                                                                      \
+    }
+const kipp_cpu_kernels kipp_cpu_kernels_avx2 = TIER_TABLE(, 0, &kipp_cpu_kernels_avx2_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq = TIER_TABLE(_seq, 1, NULL);
 #endif

@@ -120,15 +120,17 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
     qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
+    seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512bh wv[8];
         qtile_prefetch(&qt, src, R, PF);
+        seq_pf_step(&sp, src, R, PF);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_BF16) {
                 const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
                 wv[r] = load_bh(wr);
-                if (PF) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                if (PF == PF_ROWS) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
             } else if (src == SRC_DEC) { /* decoded rows: BF16 on this tier */
                 wv[r] = load_bh((const uint16_t *)w + (size_t)(n - row0 + r) * k + i);
             } else {
@@ -152,22 +154,21 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 
 #define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */
 #define MV_ROWS_Q 8
+#define MV_SEQ_ROWS_BF16 2 /* as kernels_avx512.c */
+#define MV_SEQ_ROWS_Q 8
 #define QDEC_T uint16_t /* prefill decodes quantized rows once into BF16 */
 #include "cpu/kernels_blocked.h"
 
-const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 = {
-    .name = "avx512bf16",
-    .act_bf16 = 1,
-    .qweights_bf16 = 1,
-    .act_bytes = act_bytes,
-    .pack_act = pack_act,
-    .matmul_bf16 = matmul_bf16,
-    .matmul_q8_0 = matmul_q8_0,
-    .matmul_q4_0 = matmul_q4_0,
-    .matmul_q4_1 = matmul_q4_1,
-    .rmsnorm = rmsnorm,
-    .rope = rope,
-    .silu_mul = silu_mul,
-    .attention = attention,
-};
+/* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */
+#define TIER_TABLE(SUF, SEQ, TWIN)                                                       \
+    {                                                                                          \
+        .name = "avx512bf16", .act_bf16 = 1, .qweights_bf16 = 1, .act_bytes = act_bytes,       \
+        .pack_act = pack_act, .matmul_bf16 = matmul_bf16##SUF,                                 \
+        .matmul_q8_0 = matmul_q8_0##SUF, .matmul_q4_0 = matmul_q4_0##SUF,                      \
+        .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm, .rope = rope,                     \
+        .silu_mul = silu_mul, .attention = attention, .decode_seq = SEQ, .seq_twin = TWIN,     \
+    }
+const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 =
+    TIER_TABLE(, 0, &kipp_cpu_kernels_avx512bf16_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq = TIER_TABLE(_seq, 1, NULL);
 #endif

@@ -11,7 +11,8 @@
  *                            accumulators parked in carry[r][c] between
  *                            spans; the per-output operation sequence must
  *                            not depend on the source, R, C or the span cut
- *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode)
+ *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode),
+ *   MV_SEQ_ROWS_BF16, MV_SEQ_ROWS_Q  the same for the PF_SEQ table
  *   qdecode_block(t, row, b, dst)  block b of a quantized row as the 32
  *                            weights tile_span multiplies, in the order it
  *                            reads decoded (SRC_DEC) rows
@@ -40,6 +41,19 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
                                                            int C, int PF, uint32_t n,
                                                            float *const *y) {
     tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, 0, y, 0, k, NULL);
+}
+
+/* Decode (one activation row): weight rows [n0, n1) streamed once, R at a
+ * time with prefetch PF, the last few one by one. */
+static inline __attribute__((always_inline)) void decode_rows(const void *w, int src,
+                                                              size_t row_bytes, uint32_t k,
+                                                              const char *x, size_t x_stride,
+                                                              int R, int PF, uint32_t n0,
+                                                              uint32_t n1, float *const *y) {
+    uint32_t n = n0;
+    for (; n + (uint32_t)R <= n1; n += (uint32_t)R)
+        tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n, y);
+    for (; n < n1; n++) tile_any(w, src, row_bytes, k, x, x_stride, 1, 1, PF_NONE, n, y);
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
@@ -80,19 +94,32 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
 #undef ROW_TILES
 }
 
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                        const void *x, size_t x_stride, uint32_t m, float *const *y) {
+static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
+                                                                 uint32_t n0, uint32_t n1,
+                                                                 const void *x, size_t x_stride,
+                                                                 uint32_t m, float *const *y,
+                                                                 int PF) {
     const char *xb = x;
-    if (m == 1) { /* decode: stream weights once, MV_ROWS_BF16 rows in flight */
-        uint32_t n = n0;
-        for (; n + MV_ROWS_BF16 <= n1; n += MV_ROWS_BF16)
-            tile_any(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, 1, 1, n, y);
-        for (; n < n1; n++) tile_any(w, SRC_BF16, 0, k, xb, x_stride, 1, 1, 0, n, y);
+    if (m == 1) {
+        if (PF == PF_SEQ)
+            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, n0, n1, y);
+        else
+            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, PF_ROWS, n0, n1, y);
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
         block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1,
                    m, y);
+}
+
+static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_ROWS);
+}
+
+static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                            const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_SEQ);
 }
 
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
@@ -114,7 +141,7 @@ static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
 enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
-static inline __attribute__((always_inline)) void matmul_q(int t, const void *w, uint32_t k,
+static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const void *w, uint32_t k,
                                                            uint32_t n0, uint32_t n1,
                                                            const void *x, size_t x_stride,
                                                            uint32_t m, float *const *y) {
@@ -122,11 +149,11 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     const uint8_t *wb = w;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
-    if (m == 1) { /* decode: stream weights once, MV_ROWS_Q rows in flight */
-        uint32_t n = n0;
-        for (; n + MV_ROWS_Q <= n1; n += MV_ROWS_Q)
-            tile_any(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, 1, n, y);
-        for (; n < n1; n++) tile_any(wb, t, row_bytes, k, xb, x_stride, 1, 1, 0, n, y);
+    if (m == 1) {
+        if (PF == PF_SEQ)
+            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, PF_SEQ, n0, n1, y);
+        else
+            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, PF_ROWS, n0, n1, y);
         return;
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
@@ -148,6 +175,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, const void *w,
     }
 }
 
-KIPP_CPU_MATMUL_Q_ENTRIES
+KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
+KIPP_CPU_MATMUL_Q_ENTRIES(_seq, PF_SEQ)
 
 #endif

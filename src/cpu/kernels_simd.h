@@ -90,6 +90,13 @@ enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
  * or rows the prefill already decoded from a quantized type (QDEC_T: FP32
  * on the FP32 tiers, BF16 on avx512bf16). */
 enum { SRC_BF16 = 16, SRC_DEC = 17 };
+/* A tile's decode prefetch (tile_span's PF; docs/ARCHITECTURE.md, "Stop 26"):
+ * PF_ROWS: each row's line at the current K position, R rows on (the
+ * following tile), into L1; PF_SEQ: the following tiles' rows as the one
+ * contiguous region they are, a chunk's share per chunk, in address order,
+ * into L2, SEQ_PF_TILES tiles on. Prefetches change no result. */
+enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2 };
+#define SEQ_PF_TILES 2
 
 static inline size_t qblock_bytes(int t) {
     return t == QT_Q8_0 ? sizeof(kipp_block_q8_0)
@@ -132,7 +139,7 @@ static inline __attribute__((always_inline)) qtile_ptrs qtile_at(const void *w, 
     if (t >= SRC_BF16) return (qtile_ptrs){0};
     const uint8_t *p0 = (const uint8_t *)w + (size_t)n * row_bytes + (size_t)b * qblock_bytes(t);
     /* only pointers into the tile's rows (and, with PF, the next tile's) */
-    const uint8_t *f0 = PF ? p0 + (size_t)R * row_bytes : p0;
+    const uint8_t *f0 = PF == PF_ROWS ? p0 + (size_t)R * row_bytes : p0;
     size_t rs3 = R > 3 ? 3 * row_bytes : 0;
     return (qtile_ptrs){p0, p0 + rs3, f0, f0 + rs3, row_bytes, rs3};
 }
@@ -165,9 +172,39 @@ static inline __attribute__((always_inline)) const uint8_t *qtile_block(const qt
  * ~20 % slower for Q8_0. */
 static inline __attribute__((always_inline)) void qtile_prefetch(const qtile_ptrs *q, int t, int R,
                                                                  int PF) {
-    if (!PF || t >= SRC_BF16) return;
+    if (PF != PF_ROWS || t >= SRC_BF16) return;
     for (int r = 0; r < R; r++)
         _mm_prefetch((const char *)qtile_row(q->f0, q->f3, q->rs, q->rs3, r), _MM_HINT_T0);
+}
+
+/* PF_SEQ: where the region SEQ_PF_TILES tiles on starts (at K block b), and
+ * one chunk step of it: the R rows' share of a 32-value chunk (R * 64 bytes
+ * of BF16, R quantized blocks), a line at a time. Measured on Zen 4 (AMD
+ * EPYC family 25, two threads out of cache, BF16 rows of K = 1,024): PF_ROWS
+ * streamed ~21 GB/s, this ~29-31, a plain sequential read ~30-32. */
+typedef struct seq_pf {
+    const char *p;
+} seq_pf;
+
+static inline __attribute__((always_inline)) size_t src_block_bytes(int t) {
+    return t == SRC_BF16 ? 64 : qblock_bytes(t);
+}
+
+static inline __attribute__((always_inline)) seq_pf seq_pf_at(const void *w, int t,
+                                                              size_t row_bytes, uint32_t k,
+                                                              uint32_t n, uint32_t b, int R,
+                                                              int PF) {
+    if (PF != PF_SEQ) return (seq_pf){0};
+    size_t rb = t == SRC_BF16 ? (size_t)k * sizeof(uint16_t) : row_bytes;
+    return (seq_pf){(const char *)w + (size_t)(n + R * SEQ_PF_TILES) * rb +
+                    (size_t)b * R * src_block_bytes(t)};
+}
+
+static inline __attribute__((always_inline)) void seq_pf_step(seq_pf *s, int t, int R, int PF) {
+    if (PF != PF_SEQ) return;
+    size_t step = (size_t)R * src_block_bytes(t);
+    for (size_t l = 0; l < step; l += 64) _mm_prefetch(s->p + l, _MM_HINT_T1);
+    s->p += step;
 }
 
 static inline __attribute__((always_inline)) void qtile_step(qtile_ptrs *q, int t) {
@@ -194,19 +231,20 @@ q4_block(int t, const uint8_t *row, uint32_t b, uint16_t *dh, uint16_t *mh) {
     return blk->qs;
 }
 
-/* The table's three quantized entries, over the tier's matmul_q(t, ...). */
-#define KIPP_CPU_MATMUL_Q_ENTRIES                                                              \
-    static void matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
-                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
-        matmul_q(QT_Q8_0, w, k, n0, n1, x, x_stride, m, y);                                    \
+/* The table's three quantized entries, over the tier's matmul_q(t, pf, ...):
+ * SUF empty for the PF_ROWS table, _seq for the PF_SEQ one. */
+#define KIPP_CPU_MATMUL_Q_ENTRIES(SUF, PF)                                                     \
+    static void matmul_q8_0##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
+                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
+        matmul_q(QT_Q8_0, PF, w, k, n0, n1, x, x_stride, m, y);                                \
     }                                                                                          \
-    static void matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
-                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
-        matmul_q(QT_Q4_0, w, k, n0, n1, x, x_stride, m, y);                                    \
+    static void matmul_q4_0##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
+                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
+        matmul_q(QT_Q4_0, PF, w, k, n0, n1, x, x_stride, m, y);                                \
     }                                                                                          \
-    static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1,               \
-                            const void *x, size_t x_stride, uint32_t m, float *const *y) {     \
-        matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);                                    \
+    static void matmul_q4_1##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
+                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
+        matmul_q(QT_Q4_1, PF, w, k, n0, n1, x, x_stride, m, y);                                \
     }
 
 #endif

@@ -108,6 +108,23 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0, "%s: matmat rows differ from matvec", kr->name);
     CHECKF(memcmp(y_mm, y_split, sizeof y_mm) == 0, "%s: column/row split changes bits",
            kr->name);
+    /* The tier's PF_SEQ twin: the same table but for decode's prefetch and
+     * tile height, so the same decode bits, whole and column-split. */
+    if (kr->seq_twin) {
+        const kipp_cpu_kernels *tw = kr->seq_twin;
+        CHECKF(!strcmp(tw->name, kr->name) && tw->decode_seq && !kr->decode_seq &&
+                   !tw->seq_twin && tw->pack_act == kr->pack_act &&
+                   tw->attention == kr->attention && tw->act_bf16 == kr->act_bf16,
+               "%s: the seq twin differs beyond the decode matmuls", kr->name);
+        static float y_seq[M][N];
+        for (int r = 0; r < M; r++) {
+            rows_mv[0] = y_seq[r];
+            tw->matmul_bf16(w, K, 0, 29, act + r * stride, stride, 1, rows_mv);
+            tw->matmul_bf16(w, K, 29, N, act + r * stride, stride, 1, rows_mv);
+        }
+        CHECKF(memcmp(y_seq, y_mv, sizeof y_mv) == 0, "%s: PF_SEQ decode changes bits",
+               kr->name);
+    }
     /* Packing a 32-aligned slice lands at byte offset act_bytes(off) (the
      * forward packs heads and thread column ranges separately). */
     static uint8_t act2[K_LONG * 4 + 64];
@@ -369,10 +386,33 @@ static void test_auto_tier(void) {
     if (!test_tier_lacks("avx2")) best = "avx2";
     if (!test_tier_lacks("avx512")) best = "avx512";
     char why[192] = "";
-    const kipp_cpu_kernels *k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AUTO, why, sizeof why);
+    const kipp_cpu_kernels *k =
+        kipp_cpu_select_kernels(KIPP_CPU_ISA_AUTO, KIPP_CPU_DECODE_PREFETCH_AUTO, why, sizeof why);
     CHECKF(k && strcmp(k->name, best) == 0 && !k->act_bf16, "auto picks %s, want %s",
            k ? k->name : "nothing", best);
-    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX512BF16, why, sizeof why);
+    /* The decode prefetch: auto resolves to rows or seq, the table follows
+     * it on SIMD tiers, each forced value gives its table, and an unknown
+     * value is refused by name. */
+    kipp_cpu_decode_prefetch pf = kipp_cpu_decode_prefetch_resolve(KIPP_CPU_DECODE_PREFETCH_AUTO);
+    CHECK(pf == KIPP_CPU_DECODE_PREFETCH_ROWS || pf == KIPP_CPU_DECODE_PREFETCH_SEQ);
+    if (k && strcmp(best, "generic") != 0)
+        CHECKF(k->decode_seq == (pf == KIPP_CPU_DECODE_PREFETCH_SEQ),
+               "auto table's decode prefetch is not what auto resolves to (%s)",
+               kipp_cpu_decode_prefetch_name(pf));
+    if (strcmp(best, "generic") != 0) {
+        const kipp_cpu_kernels *r = kipp_cpu_select_kernels(
+            KIPP_CPU_ISA_AUTO, KIPP_CPU_DECODE_PREFETCH_ROWS, why, sizeof why);
+        const kipp_cpu_kernels *q = kipp_cpu_select_kernels(
+            KIPP_CPU_ISA_AUTO, KIPP_CPU_DECODE_PREFETCH_SEQ, why, sizeof why);
+        CHECKF(r && q && !r->decode_seq && q->decode_seq && r->seq_twin == q,
+               "forced decode prefetch rows/seq: wrong tables");
+    }
+    CHECK(kipp_cpu_select_kernels(KIPP_CPU_ISA_AUTO, (kipp_cpu_decode_prefetch)7, why,
+                                  sizeof why) == NULL &&
+          strstr(why, "decode prefetch 7"));
+    CHECK(kipp_cpu_decode_prefetch_name((kipp_cpu_decode_prefetch)7) == NULL);
+    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX512BF16, KIPP_CPU_DECODE_PREFETCH_AUTO, why,
+                                sizeof why);
     if (!test_tier_lacks("avx512bf16"))
         CHECKF(k && strcmp(k->name, "avx512bf16") == 0 && k->act_bf16, "forced avx512bf16: %s",
                k ? k->name : why);

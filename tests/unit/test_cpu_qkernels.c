@@ -132,6 +132,20 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         }
         CHECKF(diffs == 0, "%s %s: %d outputs depend on M or the column range", kern->name,
                types[t].name, diffs);
+        /* The tier's PF_SEQ twin (another decode prefetch and tile height):
+         * the same decode bits, whole and split. */
+        if (kern->seq_twin) {
+            kipp_cpu_matmul_q_fn ms = pick(kern->seq_twin, t);
+            ms(wq, K, 0, N, act, stride, 1, pyb);
+            ms(wq, K, 3, 19, act, stride, 1, pyc);
+            ms(wq, K, 19, N, act, stride, 1, pyc);
+            int seq_diffs = 0;
+            for (int n = 0; n < N; n++)
+                seq_diffs += memcmp(&yb[0][n], &ys[0][n], 4) != 0 ||
+                             (n >= 3 && memcmp(&yc[0][n], &ys[0][n], 4) != 0);
+            CHECKF(seq_diffs == 0, "%s %s: %d decode outputs differ with PF_SEQ", kern->name,
+                   types[t].name, seq_diffs);
+        }
         /* One-hot activations read single weights back: the tiers claim
          * to multiply exactly the oracle's decoded weights (kernels_simd.h),
          * and w * 1 plus zeros is exact, so output (r, n) must equal the
