@@ -36,6 +36,19 @@
 _Static_assert(KIPP_CPU_ATT_BLOCK == KIPP_KV_BLOCK, "attention blocks are cache blocks");
 _Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-value blocks");
 
+/* K/V prefetch: a block's 32 rows of one head are 8 KiB in one piece, but
+ * the next block of that head is elsewhere (64 KiB on in a fresh session:
+ * the other heads' rows lie between; any block after a table scramble), a
+ * pattern the hardware prefetchers do not follow. So the kernels request
+ * the block ATT_PF_BLOCKS on, a row per row they read, into L2 (T1: L1's
+ * few miss buffers held decode attention at ~7 GB/s per thread out of
+ * cache on Zen 4, one block ahead into L1; two ahead into L2 streamed
+ * ~20-30 GB/s for two threads, docs/ARCHITECTURE.md "Stop 27"). */
+#define ATT_PF_BLOCKS 2
+static inline __attribute__((always_inline)) void att_prefetch(const void *p) {
+    __builtin_prefetch(p, 0, 2);
+}
+
 /* y[m][n] for m in [0, M), n in [n0, n1):
  *   dot(W row n, activation row m).
  * w: BF16 [N][K] (row stride K). x: M packed activation rows (tier format,

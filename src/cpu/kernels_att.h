@@ -23,7 +23,7 @@
  * Why this shape. In a prefill chunk, every query row of a session reads
  * the same earlier K/V. Row by row, each would re-read (and re-widen) every
  * block; here a block is loaded once and used by all rows of the call while
- * it sits in L1 (K and V: 32 rows each, widened into kw / vw, 16 KiB each).
+ * it sits in L1 (32 K rows widened, 16 KiB at FP32; then the 32 V rows).
  * A (row, head) then takes its scores for the whole block with its query
  * loaded once (an earlier version went position by position over every
  * row, re-reading each query from L2 for every position). Blocks go in position
@@ -64,9 +64,11 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
             const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
             uint32_t nb = n_last - b0 < B ? n_last - b0 : B;
-            /* The next block, requested a row at a time as this one is read. */
+            /* The block ATT_PF_BLOCKS on, requested a row at a time as this
+             * one is read. */
             const uint16_t *kn = NULL, *vn = NULL;
-            if (b0 + B < n_last) kn = kv->k_blocks[b0 / B + 1], vn = kv->v_blocks[b0 / B + 1];
+            if (b0 + ATT_PF_BLOCKS * B < n_last)
+                kn = kv->k_blocks[b0 / B + ATT_PF_BLOCKS], vn = kv->v_blocks[b0 / B + ATT_PF_BLOCKS];
             uint32_t h = 0;
             for (; h + 2 <= g; h += 2) {
                 att_dots_direct(qd + h * D, kb, stride, nb, p + h * B, h == 0 ? kn : NULL);
@@ -85,51 +87,61 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         return;
     }
 #endif
-    att_krow kw[B], vw[B]; /* one block of K and V rows, widened (16 KiB each at FP32) */
+    att_krow kw[B]; /* one block's K rows, then its V rows, widened (16 KiB at FP32) */
     for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
         const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
-        /* The block's K and V rows, widened once for every row and head
-         * (L1). The next block's rows are requested here, one block
-         * ahead: blocks are scattered by the block table, and a head's
-         * rows were 2 KiB apart before the BF16 store became head-major
-         * (kv.h), a pattern the hardware prefetchers do not follow; a
-         * Q8_0 cache never comes here. */
+        /* The rows of the block ATT_PF_BLOCKS on are requested as this
+         * one's are widened (a Q8_0 cache never comes here). */
         const uint16_t *kn = NULL, *vn = NULL;
-        if (b0 + B < n_last) kn = kv->k_blocks[b0 / B + 1], vn = kv->v_blocks[b0 / B + 1];
+        if (b0 + ATT_PF_BLOCKS * B < n_last)
+            kn = kv->k_blocks[b0 / B + ATT_PF_BLOCKS], vn = kv->v_blocks[b0 / B + ATT_PF_BLOCKS];
+        uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0; /* row i sees b0 + j if pos0 + i >= b0 + j */
+        /* Phase 1: the block's K rows, widened once, against every (row,
+         * head): each query read once per block, its raw scores into p.
+         * Phase 2: the V rows, widened into the same buffer, and each
+         * (row, head)'s softmax update and P.V. Per (row, head) the steps
+         * and their order are a single-row call's (its dots, then its
+         * block; other rows' steps touch none of its state), so the split
+         * changes no bits. It keeps one widened block (16 KiB) in L1
+         * instead of K and V together (32 KiB, all of Zen 4's L1D) while
+         * the rows' queries, outputs and scores stream past: ~10 % faster
+         * prefill attention on Zen 4 (128 rows at 896..1023, two threads:
+         * ~152 -> ~170 GFLOPS; docs/ARCHITECTURE.md, "Stop 27"). */
         for (uint32_t j = 0; j < nb_max; j++) {
             if (kn)
-                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64) {
-                    __builtin_prefetch((const char *)(kn + j * stride) + l);
-                    __builtin_prefetch((const char *)(vn + j * stride) + l);
-                }
+                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64)
+                    att_prefetch((const char *)(kn + j * stride) + l);
             att_widen_k(kb + j * stride, &kw[j]);
-            att_widen_k(vb + j * stride, &vw[j]);
         }
         if (nb_max < B) memset(&kw[nb_max], 0, (B - nb_max) * sizeof kw[0]);
-        /* Row by row over the block: the scores of each head against the
-         * positions the row sees (row i sees b0 + j when pos0 + i >= b0 + j),
-         * its query read once per block rather than once per position, then
-         * the softmax update and P.V. */
-        uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0;
         for (uint32_t i = i_first; i < n_q; i++) {
-            uint32_t seen = pos0 + i + 1 - b0;
-            uint32_t nb = seen < B ? seen : B;
+            uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
+            for (uint32_t h = 0; h < g; h++) {
+                size_t u = (size_t)i * g + h;
+                att_dots(qd + u * D, kw, nb, p + u * B);
+            }
+        }
+        for (uint32_t j = 0; j < nb_max; j++) {
+            if (vn)
+                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64)
+                    att_prefetch((const char *)(vn + j * stride) + l);
+            att_widen_k(vb + j * stride, &kw[j]);
+        }
+        for (uint32_t i = i_first; i < n_q; i++) {
+            uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
             uint32_t h = 0;
 #ifdef ATT_HAS_PAIR
             for (; h + 2 <= g; h += 2) {
                 size_t u = (size_t)i * g + h;
-                att_dots(qd + u * D, kw, nb, p + u * B);
-                att_dots(qd + (u + 1) * D, kw, nb, p + (u + 1) * B);
                 att_block_pair(p + u * B, p + (u + 1) * B, nb, scale, &run_max[u], &run_sum[u],
                                &run_max[u + 1], &run_sum[u + 1], od + u * D, od + (u + 1) * D,
-                               vw);
+                               kw);
             }
 #endif
             for (; h < g; h++) {
                 size_t u = (size_t)i * g + h;
-                att_dots(qd + u * D, kw, nb, p + u * B);
-                att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, vw);
+                att_block(p + u * B, nb, scale, &run_max[u], &run_sum[u], od + u * D, kw);
             }
         }
     }

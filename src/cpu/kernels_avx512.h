@@ -200,7 +200,7 @@ static inline __attribute__((always_inline)) void att_row(const att_krow *kw, co
     }
     if (nx)
         for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
-            __builtin_prefetch((const char *)(nx + (size_t)j * stride) + l);
+            att_prefetch((const char *)(nx + (size_t)j * stride) + l);
     att_widen_at(kb + (size_t)j * stride, j, n, r);
 }
 
