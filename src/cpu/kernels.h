@@ -40,13 +40,23 @@ _Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-val
  * the next block of that head is elsewhere (64 KiB on in a fresh session:
  * the other heads' rows lie between; any block after a table scramble), a
  * pattern the hardware prefetchers do not follow. So the kernels request
- * the block ATT_PF_BLOCKS on, a row per row they read, into L2 (T1: L1's
+ * the block ATT_PF_BLOCKS on, a row per row they read (att_prefetch_row), into L2 (T1: L1's
  * few miss buffers held decode attention at ~7 GB/s per thread out of
  * cache on Zen 4, one block ahead into L1; two ahead into L2 streamed
  * ~20-30 GB/s for two threads, docs/ARCHITECTURE.md "Stop 27"). */
 #define ATT_PF_BLOCKS 2
-static inline __attribute__((always_inline)) void att_prefetch(const void *p) {
-    __builtin_prefetch(p, 0, 2);
+/* One K or V row of one head (128 BF16 values, 4 lines) into L2. */
+static inline __attribute__((always_inline)) void att_prefetch_row(const uint16_t *row) {
+    for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
+        __builtin_prefetch((const char *)row + l, 0, 2);
+}
+/* The K (or V) block of `blocks` the prefetch runs on while block b0 / B is
+ * read, or NULL where that is past the last position n_last. */
+static inline const uint16_t *att_prefetch_block(const uint16_t *const *blocks, uint32_t b0,
+                                                 uint32_t n_last) {
+    return b0 + ATT_PF_BLOCKS * KIPP_CPU_ATT_BLOCK < n_last
+               ? blocks[b0 / KIPP_CPU_ATT_BLOCK + ATT_PF_BLOCKS]
+               : NULL;
 }
 
 /* y[m][n] for m in [0, M), n in [n0, n1):

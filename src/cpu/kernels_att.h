@@ -39,6 +39,16 @@
 
 #include "cpu/kernels.h"
 
+/* Rows [0, n) of a K or V block widened into kw, the same rows of block
+ * `next` (NULL: none) requested as they go. */
+static inline void widen_block(const uint16_t *blk, const uint16_t *next, size_t stride,
+                               uint32_t n, att_krow *kw) {
+    for (uint32_t j = 0; j < n; j++) {
+        if (next) att_prefetch_row(next + j * stride);
+        att_widen_k(blk + j * stride, &kw[j]);
+    }
+}
+
 static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
                       uint32_t pos0, const kipp_cpu_kv_head *kv, float scale, float *out,
                       size_t out_stride, float *scratch) {
@@ -66,9 +76,8 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
             uint32_t nb = n_last - b0 < B ? n_last - b0 : B;
             /* The block ATT_PF_BLOCKS on, requested a row at a time as this
              * one is read. */
-            const uint16_t *kn = NULL, *vn = NULL;
-            if (b0 + ATT_PF_BLOCKS * B < n_last)
-                kn = kv->k_blocks[b0 / B + ATT_PF_BLOCKS], vn = kv->v_blocks[b0 / B + ATT_PF_BLOCKS];
+            const uint16_t *kn = att_prefetch_block(kv->k_blocks, b0, n_last);
+            const uint16_t *vn = att_prefetch_block(kv->v_blocks, b0, n_last);
             uint32_t h = 0;
             for (; h + 2 <= g; h += 2) {
                 att_dots_direct(qd + h * D, kb, stride, nb, p + h * B, h == 0 ? kn : NULL);
@@ -93,9 +102,8 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
         /* The rows of the block ATT_PF_BLOCKS on are requested as this
          * one's are widened (a Q8_0 cache never comes here). */
-        const uint16_t *kn = NULL, *vn = NULL;
-        if (b0 + ATT_PF_BLOCKS * B < n_last)
-            kn = kv->k_blocks[b0 / B + ATT_PF_BLOCKS], vn = kv->v_blocks[b0 / B + ATT_PF_BLOCKS];
+        const uint16_t *kn = att_prefetch_block(kv->k_blocks, b0, n_last);
+        const uint16_t *vn = att_prefetch_block(kv->v_blocks, b0, n_last);
         uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0; /* row i sees b0 + j if pos0 + i >= b0 + j */
         /* Phase 1: the block's K rows, widened once, against every (row,
          * head): each query read once per block, its raw scores into p.
@@ -108,12 +116,9 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
          * the rows' queries, outputs and scores stream past: ~10 % faster
          * prefill attention on Zen 4 (128 rows at 896..1023, two threads:
          * ~152 -> ~170 GFLOPS; docs/ARCHITECTURE.md, "Stop 27"). */
-        for (uint32_t j = 0; j < nb_max; j++) {
-            if (kn)
-                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64)
-                    att_prefetch((const char *)(kn + j * stride) + l);
-            att_widen_k(kb + j * stride, &kw[j]);
-        }
+        widen_block(kb, kn, stride, nb_max, kw);
+        /* att_dots may read K rows up to 16 past nb: zero rows. (att_block
+         * reads V rows below nb only, so the V phase needs no fill.) */
         if (nb_max < B) memset(&kw[nb_max], 0, (B - nb_max) * sizeof kw[0]);
         for (uint32_t i = i_first; i < n_q; i++) {
             uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
@@ -122,12 +127,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
                 att_dots(qd + u * D, kw, nb, p + u * B);
             }
         }
-        for (uint32_t j = 0; j < nb_max; j++) {
-            if (vn)
-                for (size_t l = 0; l < D * sizeof(uint16_t); l += 64)
-                    att_prefetch((const char *)(vn + j * stride) + l);
-            att_widen_k(vb + j * stride, &kw[j]);
-        }
+        widen_block(vb, vn, stride, nb_max, kw);
         for (uint32_t i = i_first; i < n_q; i++) {
             uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
             uint32_t h = 0;

@@ -198,9 +198,7 @@ static inline __attribute__((always_inline)) void att_row(const att_krow *kw, co
         for (int d = 0; d < ATT_VECS; d++) r[d] = kw[j].v[d];
         return;
     }
-    if (nx)
-        for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
-            att_prefetch((const char *)(nx + (size_t)j * stride) + l);
+    if (nx) att_prefetch_row(nx + (size_t)j * stride);
     att_widen_at(kb + (size_t)j * stride, j, n, r);
 }
 
