@@ -16,7 +16,7 @@
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
 //        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
-//        [--kipp-isa avx512,avx512bf16]
+//        [--kipp-isa avx512,avx512bf16] [--kv-quant bf16|q8_0]
 //
 // --kipp-isa races kipp once per named cpu tier (KIPP_CPU_ISA set for each
 // run; default: KIPP_CPU_ISA if set, else auto) in the same alternation:
@@ -28,6 +28,11 @@
 // --kipp-base adds a second kipp binary (say, a build of the commit before a
 // change) to the alternation (at the first --kipp-isa tier), reported as
 // "kipp-base": before/after and llama.cpp in the same run.
+//
+// --kv-quant q8_0 runs both engines with a Q8_0 KV cache (kipp --kv-quant
+// q8_0; llama-bench -ctk q8_0 -ctv q8_0, ggml's same block format) instead
+// of their defaults (kipp BF16, llama.cpp F16); decode rooflines count the
+// Q8_0 cache's bytes (34 per 32 values).
 //
 // Scheme bf16 reads BASE.gguf, every other scheme BASE.SCHEME.gguf (make
 // build/models/synthetic-0.6b.q8_0.gguf ...). Without --kipp-isa,
@@ -45,6 +50,8 @@ const threads = Number(opt("--threads", "2"));
 const rounds = Number(opt("--rounds", "1"));
 const kipp = opt("--kipp", "build/kipp");
 const kippBase = opt("--kipp-base", null);
+const kvQuant = opt("--kv-quant", "bf16");
+if (!["bf16", "q8_0"].includes(kvQuant)) { console.error(`bench_native: --kv-quant ${kvQuant}: bf16 or q8_0`); process.exit(2); }
 const DECODE = 64;
 const allCases = {
   prefill512: { name: "prefill 512", kind: "prefill", p: 512 },
@@ -131,7 +138,7 @@ function decodeBytes(file) {
   const kvHeads = g.meta[`${arch}.attention.head_count_kv`] || 8;
   const headDim = g.meta[`${arch}.attention.key_length`] || 128;
   // BF16 K and V per cached position, every layer (DESIGN.md section 6).
-  const kvPerPos = layers * 2 * kvHeads * headDim * 2;
+  const kvPerPos = layers * 2 * kvHeads * headDim * (kvQuant === "q8_0" ? 34 / 32 : 2);
   // Multiply-adds per token in the seven projections (prefill's work; the
   // output head runs for the last token only) and query heads (attention).
   const projParams = g.tensors.filter((t) => /^blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down))\.weight$/.test(t.name))
@@ -187,16 +194,18 @@ const record = {
   kipp_decode_prefetch: process.env.KIPP_CPU_DECODE_PREFETCH || "auto",
   llama: { bin: llamaBin,
            source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
-  kipp_base: kippBase, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
+  kipp_base: kippBase, kv_quant: kvQuant, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
 };
 
 function kippArgs(file, c) {
   const p = c.kind === "prefill" ? c.p : Math.max(c.depth, 1);
   return ["bench", "-m", file, "--backend", "cpu", "--threads", String(threads), "--prompt-tokens", String(p),
-          "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", "1", "--json"];
+          "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", "1", "--json",
+          ...(kvQuant === "q8_0" ? ["--kv-quant", "q8_0"] : [])];
 }
 function llamaArgs(file, c) {
-  const a = ["-m", file, "-t", String(threads), "-r", "1", "-o", "json"];
+  const a = ["-m", file, "-t", String(threads), "-r", "1", "-o", "json",
+             ...(kvQuant === "q8_0" ? ["-ctk", "q8_0", "-ctv", "q8_0"] : [])];
   return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
                               : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
 }
@@ -220,7 +229,8 @@ function runLlama(file, c) {
 // machine can take hours) still leaves everything measured so far.
 const stamp = record.date.replace(/[:.]/g, "-");
 mkdirSync(path.join("bench", "results"), { recursive: true });
-const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}-${stamp}.json`);
+const kvTag = kvQuant === "bf16" ? "" : `-kv${kvQuant}`;
+const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}${kvTag}-${stamp}.json`);
 const save = (complete) => {
   record.complete = complete;
   record.machine.loadavg_end = os.loadavg();
@@ -284,7 +294,7 @@ for (const scheme of schemes) {
   }
 }
 save(true);
-console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
+console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV cache ${kvQuant}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
             `FP32 FMA peak ${fma.fp32_fma_gflops} GFLOPS, medians of ${rounds} round(s)\n` +
             `(roofline: decode = bytes per token / bandwidth; prefill = flops per token / FP32 FMA peak)\n`);
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];

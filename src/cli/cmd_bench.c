@@ -29,12 +29,11 @@
 static void usage(FILE *out) {
     fprintf(out,
             "usage: kipp bench -m FILE [--backend cpu|ref] [-t|--threads N] [--prompt-tokens P]\n"
-            "                  [--decode D] [--reps R] [--json]\n"
+            "                  [--decode D] [--reps R] [--kv-quant bf16|q8_0] [--json]\n"
             "Prefill tokens/s for a P-token prompt (one eval call) and decode tokens/s over D\n"
             "tokens after it (so decode runs at P..P+D tokens of context); medians of R\n"
             "repetitions after a warm-up. Defaults: cpu, threads 0 = one per online core,\n"
-            "P 512, D 64, "
-            "R 3. --json prints one JSON object.\n");
+            "P 512, D 64, R 3, KV cache bf16. --json prints one JSON object.\n");
 }
 
 static double now(void) {
@@ -71,10 +70,11 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 /* One repetition: prefill n_prompt tokens, decode n_decode. Times in s. */
-static int run_once(kipp_model *m, const int32_t *prompt, int n_prompt, int n_decode,
-                    float *logits, double *t_prefill, double *t_decode, kipp_error *err) {
+static int run_once(kipp_model *m, kipp_kv_quant kvq, const int32_t *prompt, int n_prompt,
+                    int n_decode, float *logits, double *t_prefill, double *t_decode,
+                    kipp_error *err) {
     kipp_session *s = NULL;
-    kipp_session_options so = {.capacity = (uint32_t)(n_prompt + n_decode + 1)};
+    kipp_session_options so = {.capacity = (uint32_t)(n_prompt + n_decode + 1), .kv_quant = kvq};
     int rc = kipp_session_create(m, &so, &s, err);
     if (rc) return rc;
     double t0 = now();
@@ -97,6 +97,7 @@ int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     kipp_backend_kind backend = KIPP_BACKEND_CPU;
     int threads = 0, n_prompt = 512, n_decode = 64, reps = 3, json = 0;
+    kipp_kv_quant kvq = KIPP_KV_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,6 +128,9 @@ int cmd_bench(int argc, char **argv) {
                 fprintf(stderr, "kipp bench: --decode wants a count >= 0, got '%s'\n", v);
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--kv-quant")) {
+            if (!cli_parse_kv_quant("bench", v, &kvq)) return 2;
             i++;
         } else if (!strcmp(a, "--reps") || !strcmp(a, "-r")) {
             if (parse_int(v, 1, 64, &reps)) {
@@ -182,10 +186,10 @@ int cmd_bench(int argc, char **argv) {
     }
 
     double tp[64], td[64], pre_tps[64], dec_tps[64];
-    int rc = run_once(m, prompt, n_prompt, n_decode < 4 ? n_decode : 4, logits, &tp[0], &td[0],
+    int rc = run_once(m, kvq, prompt, n_prompt, n_decode < 4 ? n_decode : 4, logits, &tp[0], &td[0],
                       &err); /* warm-up */
     for (int r = 0; r < reps && !rc; r++) {
-        rc = run_once(m, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
+        rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
         pre_tps[r] = n_prompt / tp[r];
         dec_tps[r] = n_decode ? n_decode / td[r] : 0.0;
         if (!json)
@@ -209,11 +213,11 @@ int cmd_bench(int argc, char **argv) {
         kipp_cpu_decode_prefetch_resolve(mo.cpu_decode_prefetch));
     if (json) {
         printf("{\"backend\":\"%s\",\"model\":\"%s\",\"checkpoint\":\"%s\",\"quant\":\"%s\","
-               "\"isa\":\"%s\",\"decode_prefetch\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
+               "\"isa\":\"%s\",\"decode_prefetch\":\"%s\",\"kv_quant\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
                "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"peak_rss_mib\":%.1f,\"prefill_tps_runs\":[",
                kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
-               isa, pf, threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               isa, pf, kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16", threads, n_prompt, n_decode, n_prompt, reps, p_med,
                d_med, rss_mib);
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
@@ -222,8 +226,9 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
-        printf("backend    %s, %d threads, kernels %s, decode prefetch %s\n",
-               kipp_backend_name(backend), threads, isa, pf);
+        printf("backend    %s, %d threads, kernels %s, decode prefetch %s, KV cache %s\n",
+               kipp_backend_name(backend), threads, isa, pf,
+               kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16");
         printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
         if (n_decode)
             printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",

@@ -94,6 +94,7 @@ typedef struct cpu_model {
     size_t att_scratch_n; /* KIPP_CPU_ATT_SCRATCH(att_rows, group) */
     /* (threads, 2 * max_blocks): one KV head's block pointers, K then V */
     const uint16_t **att_blocks;
+    const kipp_block_q8_0 **att_qblocks; /* the same for a Q8_0 cache */
     uint32_t max_blocks; /* 32-position blocks in the checkpoint's context */
     uint32_t att_rows;   /* rows per attention unit: ATT_PAIRS / group */
     /* Row pointer arrays for the matmul outputs. */
@@ -142,6 +143,7 @@ static void cpu_model_destroy(void *state) {
     free(m->act[1]);
     free(m->att_scratch);
     free(m->att_blocks);
+    free(m->att_qblocks);
     free(m->q_rows);
     free(m->k_rows);
     free(m->v_rows);
@@ -231,6 +233,7 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->att_scratch_n = KIPP_CPU_ATT_SCRATCH(m->att_rows, m->group);
     m->att_scratch = kipp_calloc((size_t)threads * m->att_scratch_n, sizeof(float), err);
     m->att_blocks = kipp_calloc((size_t)threads * 2 * m->max_blocks, sizeof *m->att_blocks, err);
+    m->att_qblocks = kipp_calloc((size_t)threads * 2 * m->max_blocks, sizeof *m->att_qblocks, err);
     m->q_rows = row_pointers(m->q, m->A, err);
     m->k_rows = row_pointers(m->k, KIPP_KV_ROW, err);
     m->v_rows = row_pointers(m->v, KIPP_KV_ROW, err);
@@ -239,7 +242,8 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->up_rows = row_pointers(m->up, m->F, err);
     m->logit_rows = row_pointers(NULL, 0, err);
     if (!m->x || !m->xn || !m->q || !m->k || !m->v || !m->attn || !m->gate || !m->up ||
-        !m->rope || !m->act[0] || !m->act[1] || !m->att_scratch || !m->att_blocks || !m->q_rows || !m->k_rows || !m->v_rows ||
+        !m->rope || !m->act[0] || !m->act[1] || !m->att_scratch || !m->att_blocks ||
+        !m->att_qblocks || !m->q_rows || !m->k_rows || !m->v_rows ||
         !m->xn_rows || !m->gate_rows || !m->up_rows || !m->logit_rows) {
         cpu_model_destroy(m);
         return kipp_fail(err, KIPP_E_MEMORY, "cpu backend: out of memory for scratch");
@@ -426,18 +430,22 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
         uint32_t pos0 = m->row_pos[r0];
         const kipp_kv_store *st = row_store(m, r0);
         uint32_t off = kvh * m->group * KIPP_HEAD_DIM;
+        /* The kernel sees block pointers, not the cache's layout. */
+        uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
+        assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
         if (st->quant == KIPP_KV_Q8_0) { /* position-major, in blocks of 32 values */
-            size_t head_off = kipp_kv_layer_offset(st, m->layer) + (size_t)kvh * KIPP_HEAD_DIM;
-            for (uint32_t r = r0; r < r0 + n_q; r++)
-                kipp_cpu_attention_q8_0(row(m->q, m->A, r) + off, m->group,
-                                        st->kq + head_off / KIPP_QBLOCK,
-                                        st->vq + head_off / KIPP_QBLOCK, kv->block_table,
-                                        m->row_pos[r] + 1, scale, row(m->attn, m->A, r) + off,
-                                        scratch);
+            const kipp_block_q8_0 **kq = m->att_qblocks + (size_t)tid * 2 * m->max_blocks;
+            const kipp_block_q8_0 **vq = kq + m->max_blocks;
+            for (uint32_t i = 0; i < n_blocks; i++) {
+                size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer,
+                                                i * KIPP_KV_BLOCK, kvh) / KIPP_QBLOCK;
+                kq[i] = st->kq + at;
+                vq[i] = st->vq + at;
+            }
+            kipp_cpu_kv_head_q8 head = {kq, vq, kipp_kv_pos_stride(st) / KIPP_QBLOCK};
+            m->kern->attention_q8_0(row(m->q, m->A, r0) + off, m->A, n_q, m->group, pos0, &head,
+                                    scale, row(m->attn, m->A, r0) + off, m->A, scratch);
         } else {
-            /* The kernel sees block pointers, not the cache's layout. */
-            uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
-            assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
             for (uint32_t i = 0; i < n_blocks; i++) {
                 size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer,
                                                 i * KIPP_KV_BLOCK, kvh);

@@ -50,6 +50,13 @@ static inline __attribute__((always_inline)) void att_prefetch_row(const uint16_
     for (size_t l = 0; l < KIPP_HEAD_DIM * sizeof(uint16_t); l += 64)
         __builtin_prefetch((const char *)row + l, 0, 2);
 }
+/* One Q8_0 cache row of one head (4 blocks, 136 bytes, at any offset in
+ * its line: at most 4 lines) into L2. */
+static inline __attribute__((always_inline)) void att_prefetch_qrow(const kipp_block_q8_0 *row) {
+    const char *p = (const char *)row;
+    for (size_t l = 0; l < 4 * sizeof *row; l += 64) __builtin_prefetch(p + l, 0, 2);
+    __builtin_prefetch(p + 4 * sizeof *row - 1, 0, 2);
+}
 /* The K (or V) block of `blocks` the prefetch runs on while block b0 / B is
  * read, or NULL where that is past the last position n_last. */
 static inline const uint16_t *att_prefetch_block(const uint16_t *const *blocks, uint32_t b0,
@@ -107,13 +114,21 @@ typedef void (*kipp_cpu_matmul_q_fn)(const void *w, uint32_t k, uint32_t n0,
                                      uint32_t n1, const void *x, size_t x_stride,
                                      uint32_t m, float *const *y);
 
-/* attention over a Q8_0 KV cache: k, v are the layer's block store
- * [physical position][8][4] Q8_0 blocks, already offset to this KV head;
- * everything else as kipp_cpu_attention_fn. One portable implementation
- * (kernels_generic.c) serves every tier. */
-void kipp_cpu_attention_q8_0(const float *q, uint32_t g, const kipp_block_q8_0 *k,
-                             const kipp_block_q8_0 *v, const uint32_t *block_table,
-                             uint32_t n_pos, float scale, float *out, float *scratch);
+/* One KV head of one session's Q8_0 cache: k_blocks[b] / v_blocks[b]
+ * point at logical block b's first position (this head's 4 Q8_0 blocks,
+ * 128 values); positions within a block are pos_stride Q8_0 blocks apart. */
+typedef struct kipp_cpu_kv_head_q8 {
+    const kipp_block_q8_0 *const *k_blocks;
+    const kipp_block_q8_0 *const *v_blocks;
+    size_t pos_stride;
+} kipp_cpu_kv_head_q8;
+
+/* kipp_cpu_attention_fn over a Q8_0 cache: the same loop nest and steps,
+ * on K/V rows widened to their exact values d * q (kernels_att.h). */
+typedef void (*kipp_cpu_attention_q8_fn)(const float *q, size_t q_stride, uint32_t n_q,
+                                         uint32_t g, uint32_t pos0,
+                                         const kipp_cpu_kv_head_q8 *kv, float scale, float *out,
+                                         size_t out_stride, float *scratch);
 
 typedef struct kipp_cpu_kernels {
     const char *name; /* "generic", "avx2", "avx512", "avx512bf16" */
@@ -142,6 +157,7 @@ typedef struct kipp_cpu_kernels {
     /* g[i] = silu(g[i]) * u[i]. */
     void (*silu_mul)(float *g, const float *u, uint32_t n);
     kipp_cpu_attention_fn attention;
+    kipp_cpu_attention_q8_fn attention_q8_0; /* the opt-in Q8_0 KV cache */
     /* Decode (one activation row) streams the weights with PF_SEQ
      * prefetch (1) or PF_ROWS (0); kernels_simd.h, docs/ARCHITECTURE.md
      * "Stop 26". Results are the same bits either way. */

@@ -1,11 +1,15 @@
 /* The attention loop nest, written once for every tier: each tier's file
  * defines the per-(row, head) steps below as static inline functions
  * (compiled with that file's ISA flags) and then includes this file, which
- * defines `attention` (kipp_cpu_attention_fn).
+ * defines `attention` (kipp_cpu_attention_fn, over the BF16 cache) and
+ * `attention_q8_0` (kipp_cpu_attention_q8_fn, over the Q8_0 cache: the same
+ * nest and steps on rows widened by att_widen_q8).
  *
  *   att_krow                    a K row widened for this tier (registers)
  *   att_load_q(q, qd)           one head's 128 query values -> tier layout
  *   att_widen_k(k, &kw)         one K (or V) row (128 BF16) -> att_krow
+ *   att_widen_q8(k, &kw)        one Q8_0-cache row (4 blocks) -> att_krow,
+ *                               its exact values in att_widen_k's layout
  *   att_dots(qd, kw, n, p)      raw q . k (unscaled) against kw[0..n) into
  *                               p[0..n); may write p up to 16 past n and
  *                               read kw rows up to there (zero-filled)
@@ -39,19 +43,42 @@
 
 #include "cpu/kernels.h"
 
-/* Rows [0, n) of a K or V block widened into kw, the same rows of block
- * `next` (NULL: none) requested as they go. */
-static inline void widen_block(const uint16_t *blk, const uint16_t *next, size_t stride,
-                               uint32_t n, att_krow *kw) {
+/* Rows [0, n) of the K (v = 0) or V (v = 1) block holding position b0,
+ * widened into kw, from the BF16 cache (bf) or the Q8_0 cache (q8; the
+ * other is NULL); the same rows of the block ATT_PF_BLOCKS on (if any
+ * before n_last) requested as they go. A Q8_0 row widens to its exact
+ * values d * q (an FP16 scale's 11 significant bits times an 8-bit q fit
+ * FP32's 24), in the layout a BF16 row widens to, so both caches run the
+ * same steps on what they hold. */
+static inline __attribute__((always_inline)) void widen_block(const kipp_cpu_kv_head *bf,
+                                                              const kipp_cpu_kv_head_q8 *q8,
+                                                              int v, uint32_t b0, uint32_t n_last,
+                                                              uint32_t n, att_krow *kw) {
+    const uint32_t b = b0 / KIPP_CPU_ATT_BLOCK;
+    const int more = b0 + ATT_PF_BLOCKS * KIPP_CPU_ATT_BLOCK < n_last;
+    if (q8) {
+        const kipp_block_q8_0 *const *blocks = v ? q8->v_blocks : q8->k_blocks;
+        const kipp_block_q8_0 *blk = blocks[b], *next = more ? blocks[b + ATT_PF_BLOCKS] : NULL;
+        for (uint32_t j = 0; j < n; j++) {
+            if (next) att_prefetch_qrow(next + j * q8->pos_stride);
+            att_widen_q8(blk + j * q8->pos_stride, &kw[j]);
+        }
+        return;
+    }
+    const uint16_t *const *blocks = v ? bf->v_blocks : bf->k_blocks;
+    const uint16_t *blk = blocks[b], *next = more ? blocks[b + ATT_PF_BLOCKS] : NULL;
     for (uint32_t j = 0; j < n; j++) {
-        if (next) att_prefetch_row(next + j * stride);
-        att_widen_k(blk + j * stride, &kw[j]);
+        if (next) att_prefetch_row(next + j * bf->pos_stride);
+        att_widen_k(blk + j * bf->pos_stride, &kw[j]);
     }
 }
 
-static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
-                      uint32_t pos0, const kipp_cpu_kv_head *kv, float scale, float *out,
-                      size_t out_stride, float *scratch) {
+/* The loop nest over either cache (one of bf, q8 is NULL; each wrapper
+ * below passes a constant, so each gets its own code). */
+static inline __attribute__((always_inline)) void
+attention_nest(const float *q, size_t q_stride, uint32_t n_q, uint32_t g, uint32_t pos0,
+               const kipp_cpu_kv_head *bf, const kipp_cpu_kv_head_q8 *q8, float scale,
+               float *out, size_t out_stride, float *scratch) {
     enum { D = KIPP_HEAD_DIM, B = KIPP_CPU_ATT_BLOCK };
     const size_t units = (size_t)n_q * g; /* (row, head) pairs, row-major */
     /* 64-byte alignment for the tiers' vector loads of qd / od. */
@@ -68,9 +95,10 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
             run_sum[u] = 0.0f;
         }
     const uint32_t n_last = pos0 + n_q; /* positions the last row sees */
-    const size_t stride = kv->pos_stride;
 #ifdef ATT_HAS_DIRECT
-    if (n_q == 1) { /* decode: nothing to share a widened block with but g heads */
+    if (n_q == 1 && bf) { /* decode: nothing to share a widened block with but g heads */
+        const kipp_cpu_kv_head *kv = bf;
+        const size_t stride = kv->pos_stride;
         for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
             const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
             uint32_t nb = n_last - b0 < B ? n_last - b0 : B;
@@ -98,12 +126,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
 #endif
     att_krow kw[B]; /* one block's K rows, then its V rows, widened (16 KiB at FP32) */
     for (uint32_t b0 = 0; b0 < n_last; b0 += B) {
-        const uint16_t *kb = kv->k_blocks[b0 / B], *vb = kv->v_blocks[b0 / B];
         uint32_t nb_max = n_last - b0 < B ? n_last - b0 : B;
-        /* The rows of the block ATT_PF_BLOCKS on are requested as this
-         * one's are widened (a Q8_0 cache never comes here). */
-        const uint16_t *kn = att_prefetch_block(kv->k_blocks, b0, n_last);
-        const uint16_t *vn = att_prefetch_block(kv->v_blocks, b0, n_last);
         uint32_t i_first = b0 > pos0 ? b0 - pos0 : 0; /* row i sees b0 + j if pos0 + i >= b0 + j */
         /* Phase 1: the block's K rows, widened once, against every (row,
          * head): each query read once per block, its raw scores into p.
@@ -116,7 +139,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
          * the rows' queries, outputs and scores stream past: ~10 % faster
          * prefill attention on Zen 4 (128 rows at 896..1023, two threads:
          * ~152 -> ~170 GFLOPS; docs/ARCHITECTURE.md, "Stop 27"). */
-        widen_block(kb, kn, stride, nb_max, kw);
+        widen_block(bf, q8, 0, b0, n_last, nb_max, kw);
         /* att_dots may read K rows up to 16 past nb: zero rows. (att_block
          * reads V rows below nb only, so the V phase needs no fill.) */
         if (nb_max < B) memset(&kw[nb_max], 0, (B - nb_max) * sizeof kw[0]);
@@ -127,7 +150,7 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
                 att_dots(qd + u * D, kw, nb, p + u * B);
             }
         }
-        widen_block(vb, vn, stride, nb_max, kw);
+        widen_block(bf, q8, 1, b0, n_last, nb_max, kw);
         for (uint32_t i = i_first; i < n_q; i++) {
             uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
             uint32_t h = 0;
@@ -150,6 +173,18 @@ static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
             size_t u = (size_t)i * g + h;
             att_store(od + u * D, run_sum[u], out + i * out_stride + (size_t)h * D);
         }
+}
+
+static void attention(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
+                      uint32_t pos0, const kipp_cpu_kv_head *kv, float scale, float *out,
+                      size_t out_stride, float *scratch) {
+    attention_nest(q, q_stride, n_q, g, pos0, kv, NULL, scale, out, out_stride, scratch);
+}
+
+static void attention_q8_0(const float *q, size_t q_stride, uint32_t n_q, uint32_t g,
+                           uint32_t pos0, const kipp_cpu_kv_head_q8 *kv, float scale, float *out,
+                           size_t out_stride, float *scratch) {
+    attention_nest(q, q_stride, n_q, g, pos0, NULL, kv, scale, out, out_stride, scratch);
 }
 
 #endif

@@ -238,6 +238,18 @@ static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k,
     for (int d = 0; d < KIPP_HEAD_DIM; d += 8) _mm256_store_ps(kw->k + d, bf16x8_to_f32(k + d));
 }
 
+/* A Q8_0 cache row (4 blocks) widened to its exact values d * q, in value
+ * order as att_widen_k's (qweights' Q8_0 decode, the matmuls' weights). */
+static inline __attribute__((always_inline)) void att_widen_q8(const kipp_block_q8_0 *row,
+                                                               att_krow *kw) {
+    #pragma GCC unroll 4
+    for (uint32_t b = 0; b < 4; b++) {
+        __m256 w[4];
+        qweights(QT_Q8_0, (const uint8_t *)row, b, w);
+        for (int v = 0; v < 4; v++) _mm256_store_ps(kw->k + 32 * b + 8 * v, w[v]);
+    }
+}
+
 /* The 8 lane sums of a[0..8) in one vector (lane t = sum of a[t]): three
  * levels of horizontal adds and one swap of 128-bit halves, 9 instructions
  * where 8 hsum8 calls take ~48. Per lane the tree is fixed and involves
@@ -338,8 +350,8 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
         .name = "avx2", .act_bytes = act_bytes, .pack_act = pack_act,                          \
         .matmul_bf16 = matmul_bf16##SUF, .matmul_q8_0 = matmul_q8_0##SUF,                      \
         .matmul_q4_0 = matmul_q4_0##SUF, .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm,  \
-        .rope = rope, .silu_mul = silu_mul, .attention = attention, .decode_seq = SEQ,         \
-        .seq_twin = TWIN,                                                                      \
+        .rope = rope, .silu_mul = silu_mul, .attention = attention,                            \
+        .attention_q8_0 = attention_q8_0, .decode_seq = SEQ, .seq_twin = TWIN,                 \
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = TIER_TABLE(, 0, &kipp_cpu_kernels_avx2_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq = TIER_TABLE(_seq, 1, NULL);

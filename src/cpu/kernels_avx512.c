@@ -64,9 +64,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * 234 tok/s on Zen 5); the weights' association changes with it, in
  * decode and prefill alike. */
 /* Block b of a row as its 32 FP32 weights w[0] (values 0, 2, .., 30),
- * w[1] (1, 3, .., 31). Q8_0 sign-extends its int8 q to 16-bit pairs, so
- * one dword holds values 2j (low half) and 2j+1 (high half): shifts split
- * them. Q4_0 / Q4_1 look the weights up: the 16 possible weights of the
+ * w[1] (1, 3, .., 31). Q8_0: q8_evens_odds (kernels_avx512.h). Q4_0 / Q4_1 look the weights up: the 16 possible weights of the
  * block (d * (i - 8), or FMA(d, i, m), i = 0..15: bitwise the oracle's
  * values, because d * i is exact -- an FP16 significand of 11 bits times
  * 4 bits -- so the FMA rounds d i + m once, as the oracle's add does) fill
@@ -77,13 +75,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 static inline __attribute__((always_inline)) void qweights(int t, const uint8_t *row, uint32_t b,
                                                            __m512 w[2]) {
     if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)row + b;
-        __m512 d = half16(blk->d);
-        __m512i q16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)blk->qs));
-        __m512i even = _mm512_srai_epi32(_mm512_slli_epi32(q16, 16), 16);
-        __m512i odd = _mm512_srai_epi32(q16, 16);
-        w[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(even));
-        w[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(odd));
+        q8_evens_odds((const kipp_block_q8_0 *)row + b, w);
         return;
     }
     uint16_t dh, mh = 0;
@@ -202,8 +194,8 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
         .name = "avx512", .act_bytes = act_bytes, .pack_act = pack_act,                        \
         .matmul_bf16 = matmul_bf16##SUF, .matmul_q8_0 = matmul_q8_0##SUF,                      \
         .matmul_q4_0 = matmul_q4_0##SUF, .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm,  \
-        .rope = rope, .silu_mul = silu_mul, .attention = attention, .decode_seq = SEQ,         \
-        .seq_twin = TWIN,                                                                      \
+        .rope = rope, .silu_mul = silu_mul, .attention = attention,                            \
+        .attention_q8_0 = attention_q8_0, .decode_seq = SEQ, .seq_twin = TWIN,                 \
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = TIER_TABLE(, 0, &kipp_cpu_kernels_avx512_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq = TIER_TABLE(_seq, 1, NULL);

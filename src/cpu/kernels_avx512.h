@@ -66,6 +66,21 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
     return _mm512_fmadd_ps(half16(dh), q, half16(mh));
 }
 
+/* A Q8_0 block's 32 exact FP32 values d * q as evens w[0] (values 0, 2,
+ * .., 30) and odds w[1] (1, 3, .., 31): the int8 q sign-extended to
+ * 16-bit pairs, so one dword holds values 2j (low half) and 2j+1 (high
+ * half), split by shifts. The avx512 tier's Q8_0 weights and both tiers'
+ * Q8_0 KV rows. */
+static inline __attribute__((always_inline)) void q8_evens_odds(const kipp_block_q8_0 *blk,
+                                                                __m512 w[2]) {
+    __m512 d = half16(blk->d);
+    __m512i q16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)blk->qs));
+    __m512i even = _mm512_srai_epi32(_mm512_slli_epi32(q16, 16), 16);
+    __m512i odd = _mm512_srai_epi32(q16, 16);
+    w[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(even));
+    w[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(odd));
+}
+
 /* ---- summing the 16 lanes of an accumulator ----
  * Every AVX-512 sum of a vector's lanes l[0..15] that a result depends on
  * (a matmul output, an attention score) uses one tree:
@@ -164,6 +179,14 @@ static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k,
         kw->v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
         kw->v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
     }
+}
+
+/* A Q8_0 cache row (4 blocks) widened to its exact values, in att_widen_k's
+ * layout (a block is a 32-value chunk, evens then odds). */
+static inline __attribute__((always_inline)) void att_widen_q8(const kipp_block_q8_0 *row,
+                                                               att_krow *kw) {
+    #pragma GCC unroll 4
+    for (int c = 0; c < ATT_VECS / 2; c++) q8_evens_odds(row + c, &kw->v[2 * c]);
 }
 
 /* Decode (one query row) reads K and V rows straight from the cache,

@@ -166,7 +166,8 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         .pack_act = pack_act, .matmul_bf16 = matmul_bf16##SUF,                                 \
         .matmul_q8_0 = matmul_q8_0##SUF, .matmul_q4_0 = matmul_q4_0##SUF,                      \
         .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm, .rope = rope,                     \
-        .silu_mul = silu_mul, .attention = attention, .decode_seq = SEQ, .seq_twin = TWIN,     \
+        .silu_mul = silu_mul, .attention = attention, .attention_q8_0 = attention_q8_0,         \
+        .decode_seq = SEQ, .seq_twin = TWIN,                                                   \
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 =
     TIER_TABLE(, 0, &kipp_cpu_kernels_avx512bf16_seq);

@@ -97,6 +97,14 @@ static inline void att_widen_k(const uint16_t *k, att_krow *kw) {
     for (int i = 0; i < KIPP_HEAD_DIM; i++) kw->k[i] = kipp_bf16_to_f32(k[i]);
 }
 
+/* A Q8_0 cache row (4 blocks) as its exact values d * q. */
+static inline void att_widen_q8(const kipp_block_q8_0 *row, att_krow *kw) {
+    for (int b = 0; b < 4; b++) {
+        float d = kipp_fp16_to_f32(row[b].d);
+        for (int i = 0; i < 32; i++) kw->k[32 * b + i] = d * (float)row[b].qs[i];
+    }
+}
+
 static inline float att_dot(const float *q, const att_krow *kw) {
     float s[LANES] = {0};
     for (int i = 0; i < KIPP_HEAD_DIM; i += LANES)
@@ -227,67 +235,6 @@ static void matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, con
     matmul_q(QT_Q4_1, w, k, n0, n1, x, x_stride, m, y);
 }
 
-/* ---- attention over a Q8_0 KV cache ---------------------------------------
- * The BF16 algorithm above with K and V read as Q8_0 blocks (4 per head):
- * q . k = sum over blocks of d * (8-lane sums of q_i * k_i), and
- * out += p * d * k_i. Every tier uses this one (the cache format is opt-in;
- * the matmuls dominate decode at the contexts it is meant for). */
-static inline float dot128_q8(const float *q, const kipp_block_q8_0 *k) {
-    v8f acc = {0};
-    for (int b = 0; b < 4; b++) {
-        v8f s = {0};
-        for (int c = 0; c < 4; c++) {
-            v8f qv, kv;
-            memcpy(&qv, q + 32 * b + 8 * c, sizeof qv);
-            for (int j = 0; j < 8; j++) kv[j] = (float)k[b].qs[8 * c + j];
-            s += qv * kv;
-        }
-        acc += kipp_fp16_to_f32(k[b].d) * s;
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-void kipp_cpu_attention_q8_0(const float *q, uint32_t g, const kipp_block_q8_0 *k,
-                             const kipp_block_q8_0 *v, const uint32_t *table, uint32_t n_pos,
-                             float scale, float *out, float *scratch) {
-    enum { ROW = KIPP_KV_HEADS * 4 }; /* blocks per cached position */
-    for (uint32_t h = 0; h < g; h++) {
-        const float *qh = q + (size_t)h * 128;
-        float *oh = out + (size_t)h * 128;
-        float *p = scratch;
-        float run_max = -INFINITY, run_sum = 0.0f;
-        memset(oh, 0, 128 * sizeof(float));
-        for (uint32_t b0 = 0; b0 < n_pos; b0 += KIPP_CPU_ATT_BLOCK) {
-            uint32_t nb = n_pos - b0 < KIPP_CPU_ATT_BLOCK ? n_pos - b0 : KIPP_CPU_ATT_BLOCK;
-            size_t base = (size_t)table[b0 / KIPP_CPU_ATT_BLOCK] * KIPP_CPU_ATT_BLOCK;
-            float bmax = -INFINITY;
-            for (uint32_t j = 0; j < nb; j++) {
-                p[j] = dot128_q8(qh, k + (base + j) * ROW) * scale;
-                if (p[j] > bmax) bmax = p[j];
-            }
-            float new_max = bmax > run_max ? bmax : run_max;
-            float corr = expf(run_max - new_max); /* 0 on the first block */
-            float bsum = 0.0f;
-            for (uint32_t j = 0; j < nb; j++) {
-                p[j] = expf(p[j] - new_max);
-                bsum += p[j];
-            }
-            run_sum = run_sum * corr + bsum;
-            for (int d = 0; d < 128; d++) oh[d] *= corr;
-            for (uint32_t j = 0; j < nb; j++) {
-                const kipp_block_q8_0 *vr = v + (base + j) * ROW;
-                for (int b = 0; b < 4; b++) {
-                    float pd = p[j] * kipp_fp16_to_f32(vr[b].d);
-                    for (int i = 0; i < 32; i++) oh[32 * b + i] += pd * (float)vr[b].qs[i];
-                }
-            }
-            run_max = new_max;
-        }
-        float inv = 1.0f / run_sum;
-        for (int d = 0; d < 128; d++) oh[d] *= inv;
-    }
-}
-
 const kipp_cpu_kernels kipp_cpu_kernels_generic = {
     .name = "generic",
     .act_bytes = act_bytes,
@@ -300,4 +247,5 @@ const kipp_cpu_kernels kipp_cpu_kernels_generic = {
     .rope = rope,
     .silu_mul = silu_mul,
     .attention = attention,
+    .attention_q8_0 = attention_q8_0,
 };

@@ -11,8 +11,10 @@
  *  - batch invariance, bitwise: output (m, n) is the same for every M (1..7,
  *    so every tile shape and remainder), and for any [n0, n1) column range
  *    (odd bounds, so weight-row tile remainders run too);
- *  - attention over a Q8_0 cache against a double-precision softmax over
- *    the decoded K/V, with a scrambled block table. */
+ *  - attention over a Q8_0 cache, every tier, with a scrambled block
+ *    table: against a double-precision softmax over the decoded K/V;
+ *    multi-row calls bitwise one-row calls; bitwise the tier's BF16-cache
+ *    attention where the cached values are BF16-exact. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,8 +38,10 @@ enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 11 };
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
  *     q4_1 4.0e-8; avx2 1.9e-8, 2.4e-8, 3.5e-8; avx512 2.9e-8, 2.6e-8, 3.0e-8;
  *     avx512bf16 (against BF16-rounded activations) 2.5e-8, 2.0e-8, 2.2e-8
- *   attention over a Q8_0 cache (one kernel for every tier): 1.3e-7 abs on
- *     this seed, 1.7e-7 and 2.2e-7 on two others */
+ *   attention over a Q8_0 cache (abs; each tier's own kernel since
+ *     2026-12-03, AMD Zen 4): generic 4.7e-7, avx2 3.6e-7, avx512 and
+ *     avx512bf16 4.1e-7 with the quantizer's scales; 1.4e-8 with the
+ *     power-of-two ones */
 #define MATMUL_Q_TOL 4e-7
 #define ATTENTION_Q8_TOL 2e-6
 
@@ -185,52 +189,131 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     free(hot);
 }
 
-/* Attention over a Q8_0 cache: 2 query heads on one KV head, 70 positions
- * in 3 blocks placed by a scrambled table. */
-static void check_attention(void) {
-    rng = 0x13198a2e03707344ull; /* the same data whichever tiers ran before */
-    enum { G = 2, NPOS = 70, NB = 3, ROW = 8 * 4 };
-    kipp_block_q8_0 *k = calloc((size_t)NB * 32 * ROW, sizeof *k);
-    kipp_block_q8_0 *v = calloc((size_t)NB * 32 * ROW, sizeof *v);
-    uint32_t table[NB] = {2, 0, 1};
-    float q[G * 128], out[G * 128], scratch[G * 32], head[128];
-    double kd[NPOS][128], vd[NPOS][128];
-    for (int i = 0; i < G * 128; i++) q[i] = uni() * 2.0f;
-    for (int p = 0; p < NPOS; p++) {
+/* Attention over a Q8_0 cache, per tier: 2 query heads on KV head 5 of 8,
+ * 70 positions in 3 blocks placed by a scrambled table.
+ *  (a) against a double-precision softmax over the decoded K/V;
+ *  (b) rows at consecutive positions in one call == one call per row,
+ *      bitwise (decode and prefill share the numerics);
+ *  (c) bitwise the tier's BF16-cache attention on the same values: with
+ *      power-of-two scales every d * q is a BF16 value (7 significant
+ *      bits), so the two caches hold the same numbers and the Q8_0 path
+ *      must run exactly the BF16 path's steps on them (the direct decode
+ *      path included). */
+enum { AQ_G = 2, AQ_NPOS = 70, AQ_NB = 3, AQ_ROW = 8 * 4, AQ_KVH = 5 };
+
+/* K/V of one position and head as Q8_0 blocks, their decoded values in
+ * kd/vd; pow2: power-of-two scales and random q (BF16-exact values). */
+static void fill_q8_row(kipp_block_q8_0 *kb, kipp_block_q8_0 *vb, float *kd, float *vd,
+                        int pow2) {
+    if (!pow2) {
         float kh[128], vh[128];
         for (int i = 0; i < 128; i++) kh[i] = uni() * 3.0f, vh[i] = uni();
-        size_t phys = (size_t)table[p / 32] * 32 + p % 32;
-        /* KV head 5 of the 8 in each position row. */
-        kipp_quantize_q8_0(kh, 128, k + phys * ROW + 5 * 4);
-        kipp_quantize_q8_0(vh, 128, v + phys * ROW + 5 * 4);
-        kipp_dequantize_q8_0(k + phys * ROW + 5 * 4, 128, head);
-        for (int i = 0; i < 128; i++) kd[p][i] = head[i];
-        kipp_dequantize_q8_0(v + phys * ROW + 5 * 4, 128, head);
-        for (int i = 0; i < 128; i++) vd[p][i] = head[i];
-    }
-    const float scale = 1.0f / sqrtf(128.0f);
-    kipp_cpu_attention_q8_0(q, G, k + 5 * 4, v + 5 * 4, table, NPOS, scale, out, scratch);
-    double worst = 0;
-    for (int h = 0; h < G; h++) {
-        double s[NPOS], mx = -INFINITY, sum = 0;
-        for (int p = 0; p < NPOS; p++) {
-            s[p] = 0;
-            for (int i = 0; i < 128; i++) s[p] += (double)q[h * 128 + i] * kd[p][i];
-            s[p] *= scale;
-            mx = s[p] > mx ? s[p] : mx;
+        kipp_quantize_q8_0(kh, 128, kb);
+        kipp_quantize_q8_0(vh, 128, vb);
+    } else {
+        for (int b = 0; b < 4; b++) {
+            /* |k| < 2, |v| < 1/8: scores and outputs of the other case's size */
+            kb[b].d = kipp_f32_to_fp16(ldexpf(1.0f, -10 + (int)((uni() + 1.0f) * 2.5f)));
+            vb[b].d = kipp_f32_to_fp16(ldexpf(1.0f, -12 + (int)((uni() + 1.0f) * 1.5f)));
+            for (int i = 0; i < 32; i++) {
+                kb[b].qs[i] = (int8_t)(uni() * 127.0f);
+                vb[b].qs[i] = (int8_t)(uni() * 127.0f);
+            }
         }
-        for (int p = 0; p < NPOS; p++) sum += s[p] = exp(s[p] - mx);
+    }
+    kipp_dequantize_q8_0(kb, 128, kd);
+    kipp_dequantize_q8_0(vb, 128, vd);
+}
+
+static void check_attention(const kipp_cpu_kernels *kern, int pow2) {
+    rng = pow2 ? 0x452821e638d01377ull : 0x13198a2e03707344ull;
+    kipp_block_q8_0 *k = calloc((size_t)AQ_NB * 32 * AQ_ROW, sizeof *k);
+    kipp_block_q8_0 *v = calloc((size_t)AQ_NB * 32 * AQ_ROW, sizeof *v);
+    /* The BF16 cache's layout: [block][8 heads][32][128]. */
+    uint16_t *kh16 = calloc((size_t)AQ_NB * 32 * 1024, sizeof *kh16);
+    uint16_t *vh16 = calloc((size_t)AQ_NB * 32 * 1024, sizeof *vh16);
+    const uint32_t table[AQ_NB] = {2, 0, 1};
+    const kipp_block_q8_0 *kq[AQ_NB], *vq[AQ_NB];
+    const uint16_t *kb[AQ_NB], *vb[AQ_NB];
+    for (int b = 0; b < AQ_NB; b++) {
+        kq[b] = k + (size_t)table[b] * 32 * AQ_ROW + AQ_KVH * 4;
+        vq[b] = v + (size_t)table[b] * 32 * AQ_ROW + AQ_KVH * 4;
+        kb[b] = kh16 + ((size_t)table[b] * 8 + AQ_KVH) * 32 * 128;
+        vb[b] = vh16 + ((size_t)table[b] * 8 + AQ_KVH) * 32 * 128;
+    }
+    const kipp_cpu_kv_head_q8 hq = {kq, vq, AQ_ROW};
+    const kipp_cpu_kv_head h16 = {kb, vb, 128};
+    static double kd[AQ_NPOS][128], vd[AQ_NPOS][128];
+    int not_bf16 = 0;
+    for (int p = 0; p < AQ_NPOS; p++) {
+        float kf[128], vf[128];
+        fill_q8_row((kipp_block_q8_0 *)kq[p / 32] + (size_t)(p % 32) * AQ_ROW,
+                    (kipp_block_q8_0 *)vq[p / 32] + (size_t)(p % 32) * AQ_ROW,
+                    kf, vf, pow2);
         for (int i = 0; i < 128; i++) {
-            double o = 0;
-            for (int p = 0; p < NPOS; p++) o += s[p] / sum * vd[p][i];
-            double e = fabs(o - out[h * 128 + i]);
-            worst = e > worst ? e : worst;
+            kd[p][i] = kf[i];
+            vd[p][i] = vf[i];
+            uint16_t kk = kipp_f32_to_bf16(kf[i]), vv = kipp_f32_to_bf16(vf[i]);
+            not_bf16 += kipp_bf16_to_f32(kk) != kf[i] || kipp_bf16_to_f32(vv) != vf[i];
+            ((uint16_t *)kb[p / 32])[(p % 32) * 128 + i] = kk;
+            ((uint16_t *)vb[p / 32])[(p % 32) * 128 + i] = vv;
         }
     }
-    fprintf(stderr, "  attention over Q8_0 KV: worst |error| %.2e\n", worst);
-    CHECKF(worst <= ATTENTION_Q8_TOL, "attention q8_0: worst error %g", worst);
+    if (pow2) CHECKF(not_bf16 == 0, "attention q8_0: %d test values not BF16-exact", not_bf16);
+    enum { NQ = AQ_NPOS };
+    static float q[NQ * AQ_G * 128], rows[NQ * AQ_G * 128], one[AQ_G * 128], ref16[AQ_G * 128];
+    static float scratch[KIPP_CPU_ATT_SCRATCH(NQ, AQ_G)];
+    for (int i = 0; i < NQ * AQ_G * 128; i++) q[i] = uni() * 2.0f;
+    const float scale = 1.0f / sqrtf(128.0f);
+    double worst = 0;
+    int bad_rows = 0, bad_bf16 = 0;
+    /* Rows at 0..69 in one call (a prefill chunk), then one call each. */
+    kern->attention_q8_0(q, AQ_G * 128, NQ, AQ_G, 0, &hq, scale, rows, AQ_G * 128, scratch);
+    for (uint32_t r = 0; r < NQ; r++) {
+        const float *qr = q + (size_t)r * AQ_G * 128;
+        kern->attention_q8_0(qr, AQ_G * 128, 1, AQ_G, r, &hq, scale, one, AQ_G * 128, scratch);
+        bad_rows += memcmp(one, rows + (size_t)r * AQ_G * 128, sizeof one) != 0;
+        if (pow2) {
+            kern->attention(qr, AQ_G * 128, 1, AQ_G, r, &h16, scale, ref16, AQ_G * 128, scratch);
+            bad_bf16 += memcmp(one, ref16, sizeof one) != 0;
+        }
+        for (int h = 0; h < AQ_G; h++) {
+            double sc[AQ_NPOS], mx = -INFINITY, sum = 0;
+            for (uint32_t p = 0; p <= r; p++) {
+                sc[p] = 0;
+                for (int i = 0; i < 128; i++) sc[p] += (double)qr[h * 128 + i] * kd[p][i];
+                sc[p] *= scale;
+                mx = sc[p] > mx ? sc[p] : mx;
+            }
+            for (uint32_t p = 0; p <= r; p++) sum += sc[p] = exp(sc[p] - mx);
+            for (int i = 0; i < 128; i++) {
+                double o = 0;
+                for (uint32_t p = 0; p <= r; p++) o += sc[p] / sum * vd[p][i];
+                double e = fabs(o - one[h * 128 + i]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    }
+    /* The same rows as a chunk starting mid-cache (positions 40..69). */
+    kern->attention_q8_0(q + 40 * AQ_G * 128, AQ_G * 128, NQ - 40, AQ_G, 40, &hq, scale, rows,
+                         AQ_G * 128, scratch);
+    for (uint32_t r = 40; r < NQ; r++) {
+        kern->attention_q8_0(q + (size_t)r * AQ_G * 128, AQ_G * 128, 1, AQ_G, r, &hq, scale, one,
+                             AQ_G * 128, scratch);
+        bad_rows += memcmp(one, rows + (size_t)(r - 40) * AQ_G * 128, sizeof one) != 0;
+    }
+    fprintf(stderr, "  %-10s attention over Q8_0 KV (%s scales): worst |error| %.2e%s\n",
+            kern->name, pow2 ? "power-of-two" : "quantizer's", worst,
+            pow2 ? (bad_bf16 ? ", NOT the BF16 path's bits" : ", the BF16 path's bits") : "");
+    CHECKF(worst <= ATTENTION_Q8_TOL, "%s attention q8_0: worst error %g", kern->name, worst);
+    CHECKF(bad_rows == 0, "%s attention q8_0: %d rows of a multi-row call differ from one-row "
+           "calls", kern->name, bad_rows);
+    CHECKF(bad_bf16 == 0, "%s attention q8_0: %d rows differ from the BF16 cache's attention "
+           "on the same values", kern->name, bad_bf16);
     free(k);
     free(v);
+    free(kh16);
+    free(vh16);
 }
 
 int main(void) {
@@ -239,7 +322,8 @@ int main(void) {
         if (!kern) continue;
         check_matmul(kern, K_SHORT);
         check_matmul(kern, K_LONG);
+        check_attention(kern, 0);
+        check_attention(kern, 1);
     }
-    check_attention();
     return test_finish("test_cpu_qkernels");
 }

@@ -33,6 +33,8 @@
  *   tiny.q8_0, bf16 KV              1.5e-7   1.5e-7   1.5e-7   | 3.3e-5
  *   tiny.affine4_gs32, q8_0 KV      7.0e-7   7.0e-7   9.3e-7   | 1.02e-4
  *   tiny.scale4_gs32, bf16 KV       5.0e-8   8.7e-8   7.3e-8   | 3.6e-5
+ *   (2026-12-03, AMD Zen 4, each tier's own Q8_0-cache attention:
+ *   tiny.affine4_gs32, q8_0 KV      7.0e-7   9.5e-7   9.3e-7   | 1.32e-4)
  *   FP32-activation tiers: 1.5e-6, 1e-5, 1e-6 (10x).
  * avx512bf16 (opt-in, never auto) rounds matmul activations to BF16
  * (kernels_avx512bf16.c); 10x its worst would exceed DESIGN section 7's
