@@ -55,8 +55,8 @@ static inline __attribute__((always_inline)) void widen_block(const kipp_cpu_kv_
                                                               int v, uint32_t b0, uint32_t n_last,
                                                               uint32_t n, att_krow *kw) {
     const uint32_t b = b0 / KIPP_CPU_ATT_BLOCK;
-    const int more = b0 + ATT_PF_BLOCKS * KIPP_CPU_ATT_BLOCK < n_last;
-    if (q8) {
+    if (q8) { /* att_prefetch_block's choice of block, for Q8_0 rows */
+        const int more = b0 + ATT_PF_BLOCKS * KIPP_CPU_ATT_BLOCK < n_last;
         const kipp_block_q8_0 *const *blocks = v ? q8->v_blocks : q8->k_blocks;
         const kipp_block_q8_0 *blk = blocks[b], *next = more ? blocks[b + ATT_PF_BLOCKS] : NULL;
         for (uint32_t j = 0; j < n; j++) {
@@ -66,7 +66,7 @@ static inline __attribute__((always_inline)) void widen_block(const kipp_cpu_kv_
         return;
     }
     const uint16_t *const *blocks = v ? bf->v_blocks : bf->k_blocks;
-    const uint16_t *blk = blocks[b], *next = more ? blocks[b + ATT_PF_BLOCKS] : NULL;
+    const uint16_t *blk = blocks[b], *next = att_prefetch_block(blocks, b0, n_last);
     for (uint32_t j = 0; j < n; j++) {
         if (next) att_prefetch_row(next + j * bf->pos_stride);
         att_widen_k(blk + j * bf->pos_stride, &kw[j]);
