@@ -24,6 +24,8 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
     return true;
 }
 
+const char *cli_kv_quant_name(kipp_kv_quant q) { return q == KIPP_KV_Q8_0 ? "q8_0" : "bf16"; }
+
 bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options) {
     const char *v = getenv("KIPP_CPU_ISA");
     kipp_error err = {0};

@@ -12,6 +12,8 @@
 bool cli_parse_backend(const char *command, const char *value, kipp_backend_kind *out);
 /* --kv-quant bf16|q8_0, same contract. */
 bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *out);
+/* The --kv-quant spelling of a format (what cli_parse_kv_quant reads). */
+const char *cli_kv_quant_name(kipp_kv_quant q);
 
 /* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16 (opt-in) -> options->cpu_isa, and
  * KIPP_CPU_DECODE_PREFETCH=auto|rows|seq -> options->cpu_decode_prefetch (the

@@ -217,7 +217,7 @@ int cmd_bench(int argc, char **argv) {
                "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"peak_rss_mib\":%.1f,\"prefill_tps_runs\":[",
                kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
-               isa, pf, kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16", threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               isa, pf, cli_kv_quant_name(kvq), threads, n_prompt, n_decode, n_prompt, reps, p_med,
                d_med, rss_mib);
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
@@ -227,8 +227,7 @@ int cmd_bench(int argc, char **argv) {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
         printf("backend    %s, %d threads, kernels %s, decode prefetch %s, KV cache %s\n",
-               kipp_backend_name(backend), threads, isa, pf,
-               kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16");
+               kipp_backend_name(backend), threads, isa, pf, cli_kv_quant_name(kvq));
         printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
         if (n_decode)
             printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",

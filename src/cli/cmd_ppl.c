@@ -272,7 +272,7 @@ int cmd_ppl(int argc, char **argv) {
         goto done;
     }
     double mean = res.nll_sum / (double)res.scored, ppl = exp(mean);
-    const char *kvq = o.kv_quant == KIPP_KV_Q8_0 ? "q8_0" : "bf16";
+    const char *kvq = cli_kv_quant_name(o.kv_quant);
     if (o.json)
         printf("{\"ppl\": %.10g, \"nll_mean\": %.12g, \"tokens_scored\": %zu, "
                "\"tokens\": %zu, \"windows\": %zu, \"ctx\": %zu, \"backend\": \"%s\", "

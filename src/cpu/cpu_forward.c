@@ -433,25 +433,25 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
         /* The kernel sees block pointers, not the cache's layout. */
         uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
         assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
-        if (st->quant == KIPP_KV_Q8_0) { /* position-major, in blocks of 32 values */
-            const kipp_block_q8_0 **kq = m->att_qblocks + (size_t)tid * 2 * m->max_blocks;
-            const kipp_block_q8_0 **vq = kq + m->max_blocks;
-            for (uint32_t i = 0; i < n_blocks; i++) {
-                size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer,
-                                                i * KIPP_KV_BLOCK, kvh) / KIPP_QBLOCK;
-                kq[i] = st->kq + at;
-                vq[i] = st->vq + at;
+        /* Q8_0: position-major, offsets in BF16-equivalent elements, / 32 for blocks. */
+        const int q8 = st->quant == KIPP_KV_Q8_0;
+        const kipp_block_q8_0 **kq = m->att_qblocks + (size_t)tid * 2 * m->max_blocks;
+        const kipp_block_q8_0 **vq = kq + m->max_blocks;
+        for (uint32_t i = 0; i < n_blocks; i++) {
+            size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer, i * KIPP_KV_BLOCK, kvh);
+            if (q8) {
+                kq[i] = st->kq + at / KIPP_QBLOCK;
+                vq[i] = st->vq + at / KIPP_QBLOCK;
+            } else {
+                kb[i] = st->k + at;
+                vb[i] = st->v + at;
             }
+        }
+        if (q8) {
             kipp_cpu_kv_head_q8 head = {kq, vq, kipp_kv_pos_stride(st) / KIPP_QBLOCK};
             m->kern->attention_q8_0(row(m->q, m->A, r0) + off, m->A, n_q, m->group, pos0, &head,
                                     scale, row(m->attn, m->A, r0) + off, m->A, scratch);
         } else {
-            for (uint32_t i = 0; i < n_blocks; i++) {
-                size_t at = kipp_kv_head_offset(st, kv->block_table, m->layer,
-                                                i * KIPP_KV_BLOCK, kvh);
-                kb[i] = st->k + at;
-                vb[i] = st->v + at;
-            }
             kipp_cpu_kv_head head = {kb, vb, kipp_kv_pos_stride(st)};
             m->kern->attention(row(m->q, m->A, r0) + off, m->A, n_q, m->group, pos0, &head,
                                scale, row(m->attn, m->A, r0) + off, m->A, scratch);

@@ -99,10 +99,7 @@ static inline void att_widen_k(const uint16_t *k, att_krow *kw) {
 
 /* A Q8_0 cache row (4 blocks) as its exact values d * q. */
 static inline void att_widen_q8(const kipp_block_q8_0 *row, att_krow *kw) {
-    for (int b = 0; b < 4; b++) {
-        float d = kipp_fp16_to_f32(row[b].d);
-        for (int i = 0; i < 32; i++) kw->k[32 * b + i] = d * (float)row[b].qs[i];
-    }
+    kipp_dequantize_q8_0(row, KIPP_HEAD_DIM, kw->k);
 }
 
 static inline float att_dot(const float *q, const att_krow *kw) {
