@@ -4,6 +4,7 @@
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,9 +15,13 @@
 #include "cpu/kernels.h"
 
 float kipp_cpu_f16_table[65536];
+float kipp_cpu_f16_table_m16[65536];
 
 static void f16_table_fill(void) {
-    for (uint32_t h = 0; h < 65536; h++) kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
+    for (uint32_t h = 0; h < 65536; h++) {
+        kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
+        kipp_cpu_f16_table_m16[h] = ldexpf(kipp_cpu_f16_table[h], -16);
+    }
 }
 
 /* Before any tier is handed out (the SIMD tiers' block decoders read it). */
