@@ -12,9 +12,9 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { parseArgs } from "./args.mjs";
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const { opt } = parseArgs("bench_constrained", ["-m", "-n", "--kipp"]);
 const model = opt("-m", "build/models/synthetic-0.6b.gguf");
 const n = opt("-n", "48");
 const kipp = opt("--kipp", "build/kipp");

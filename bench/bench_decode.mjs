@@ -15,13 +15,14 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { parseArgs } from "./args.mjs";
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const { opt, has } = parseArgs("bench_decode", ["-m", "--threads", "--rounds", "--kipp", "--prefill", "--decode"],
+  ["--quick"]);
 const model = opt("-m", "build/models/synthetic-0.6b.gguf");
 const threads = Number(opt("--threads", "2"));
 const rounds = Number(opt("--rounds", "3"));
-const quick = args.includes("--quick");
+const quick = has("--quick");
 const kipp = opt("--kipp", "build/kipp");
 
 // --prefill P and/or --decode D@P replace the cases with one prefill of a

@@ -41,21 +41,10 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync, statSync, openSync, readSync, closeSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { parseArgs } from "./args.mjs";
 
-const args = process.argv.slice(2);
-// Every option takes a value; anything else (a typo, --help) prints the
-// usage above and stops, rather than starting a half-hour run.
-const OPTIONS = ["--schemes", "--base", "--threads", "--rounds", "--cases", "--llama-bin", "--kipp",
-  "--kipp-base", "--kipp-isa", "--kv-quant"];
-for (let i = 0; i < args.length; i += 2) {
-  if (!OPTIONS.includes(args[i]) || i + 1 >= args.length) {
-    const usage = readFileSync(new URL(import.meta.url), "utf8").split("\n")
-      .filter((l) => l.startsWith("//   node") || l.startsWith("//        ")).map((l) => l.slice(3));
-    console.error(`bench_native: ${OPTIONS.includes(args[i]) ? `${args[i]} needs a value` : `unknown option ${args[i]}`}\nusage:\n${usage.join("\n")}`);
-    process.exit(2);
-  }
-}
-const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const { opt } = parseArgs("bench_native", ["--schemes", "--base", "--threads", "--rounds", "--cases",
+  "--llama-bin", "--kipp", "--kipp-base", "--kipp-isa", "--kv-quant"]);
 const schemes = opt("--schemes", "bf16,q8_0,affine4_gs32,scale4_gs32").split(",");
 const base = opt("--base", "build/models/synthetic-0.6b");
 const threads = Number(opt("--threads", "2"));

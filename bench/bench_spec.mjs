@@ -29,18 +29,19 @@ import { spawnSync, spawn, execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { parseArgs } from "./args.mjs";
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const { opt, has } = parseArgs("bench_spec", ["-m", "--draft", "-n", "--rounds", "--kipp", "--llama-bin"],
+  ["--quick", "--server", "--server-only", "--no-llama"]);
 const model = opt("-m", "build/models/synthetic-0.6b.gguf");
 const draft = opt("--draft", "build/models/synthetic-0.6b.scale4_gs32.gguf");
-const quick = args.includes("--quick");
+const quick = has("--quick");
 const nGen = Number(opt("-n", quick ? "24" : "96"));
 const rounds = Number(opt("--rounds", quick ? "1" : "2"));
 const kipp = opt("--kipp", "build/kipp");
-const withServer = args.includes("--server") || args.includes("--server-only");
-const serverOnly = args.includes("--server-only");
-const withLlama = !args.includes("--no-llama");
+const withServer = has("--server") || has("--server-only");
+const serverOnly = has("--server-only");
+const withLlama = !has("--no-llama");
 let llamaBin = opt("--llama-bin", null);
 if (withLlama && !llamaBin && !serverOnly) {
   const r = spawnSync("sh", ["bench/build_llama_native.sh"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });

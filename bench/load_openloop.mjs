@@ -25,9 +25,11 @@ import { spawn, execSync } from "node:child_process";
 import { cpus, loadavg } from "node:os";
 import { writeFileSync, mkdirSync, existsSync } from "node:fs";
 import { dirname } from "node:path";
+import { parseArgs } from "./args.mjs";
 
-const argv = process.argv.slice(2);
-const opt = (name, dflt) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : dflt; };
+const { opt } = parseArgs("load_openloop", ["--kipp", "--llama", "-m", "--threads", "--slots", "--ctx", "--rates",
+    "--requests", "--max-tokens", "--system-tokens", "--seed", "--run-limit-s", "--engines", "--slo-ttft", "--slo-tpot",
+    "--slo2-ttft", "--slo2-tpot", "--out"]);
 const cfg = {
     kipp: opt("--kipp", "build/kipp"), llama: opt("--llama", null), model: opt("-m", "build/models/synthetic-0.6b.gguf"),
     threads: Number(opt("--threads", 2)), slots: Number(opt("--slots", 4)), ctx: Number(opt("--ctx", 2048)),

