@@ -119,13 +119,13 @@ int cmd_bench(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--prompt-tokens") || !strcmp(a, "-p")) {
             if (parse_int(v, 1, 1 << 20, &n_prompt)) {
-                fprintf(stderr, "kipp bench: --prompt-tokens wants a positive count, got '%s'\n", v);
+                fprintf(stderr, "kipp bench: --prompt-tokens wants a count 1..%d, got '%s'\n", 1 << 20, v);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--decode") || !strcmp(a, "-d")) {
             if (parse_int(v, 0, 1 << 20, &n_decode)) {
-                fprintf(stderr, "kipp bench: --decode wants a count >= 0, got '%s'\n", v);
+                fprintf(stderr, "kipp bench: --decode wants a count 0..%d, got '%s'\n", 1 << 20, v);
                 return 2;
             }
             i++;

@@ -93,6 +93,19 @@ for cmd in generate chat ppl serve bench; do
     "$KIPP" $cmd --help 2>&1 | grep -q -- "--threads N" || bad "$cmd --help lacks --threads"
 done
 
+# kipp bench's counts: out of range or not a number is a usage error (exit
+# 2) whose message names the option, its range and the value, before any
+# model is loaded.
+for spec in "--prompt-tokens 0 1..1048576" "--prompt-tokens 1048577 1..1048576" \
+    "--prompt-tokens 12x 1..1048576" "--decode -1 0..1048576" "--decode 1048577 0..1048576" \
+    "--reps 0 1..64" "--reps 65 1..64"; do
+    set -- $spec
+    "$KIPP" bench -m "$M" "$1" "$2" >/dev/null 2>"$T/e"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "kipp bench: $1 wants .*$3, got '$2'" "$T/e" ||
+        bad "kipp bench $1 $2: exit $rc, $(cat "$T/e")"
+done
+
 # KIPP_CPU_ISA is the knob that forces a tier (make test-tiers): a name that
 # is no tier must stop the cpu backend with a message naming the variable.
 KIPP_CPU_ISA=avx513 "$KIPP" generate -m "$M" --tokens $P -n 1 >/dev/null 2>"$T/e" &&
