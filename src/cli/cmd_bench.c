@@ -26,6 +26,10 @@
 #include "kipp.h"
 #include "core/common.h"
 
+/* The largest --prompt-tokens or --decode count (a bound on the buffers the
+ * run allocates; the context limit checks the sum later). */
+#define BENCH_MAX_TOKENS (1 << 20)
+
 static void usage(FILE *out) {
     fprintf(out,
             "usage: kipp bench -m FILE [--backend cpu|ref] [-t|--threads N] [--prompt-tokens P]\n"
@@ -118,14 +122,14 @@ int cmd_bench(int argc, char **argv) {
             if (!cli_parse_threads("bench", v, &threads)) return 2;
             i++;
         } else if (!strcmp(a, "--prompt-tokens") || !strcmp(a, "-p")) {
-            if (parse_int(v, 1, 1 << 20, &n_prompt)) {
-                fprintf(stderr, "kipp bench: --prompt-tokens wants a count 1..%d, got '%s'\n", 1 << 20, v);
+            if (parse_int(v, 1, BENCH_MAX_TOKENS, &n_prompt)) {
+                fprintf(stderr, "kipp bench: --prompt-tokens wants a count 1..%d, got '%s'\n", BENCH_MAX_TOKENS, v);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--decode") || !strcmp(a, "-d")) {
-            if (parse_int(v, 0, 1 << 20, &n_decode)) {
-                fprintf(stderr, "kipp bench: --decode wants a count 0..%d, got '%s'\n", 1 << 20, v);
+            if (parse_int(v, 0, BENCH_MAX_TOKENS, &n_decode)) {
+                fprintf(stderr, "kipp bench: --decode wants a count 0..%d, got '%s'\n", BENCH_MAX_TOKENS, v);
                 return 2;
             }
             i++;

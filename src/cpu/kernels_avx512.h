@@ -74,7 +74,7 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
  * in FP32), and multiplied by d * 2^-16 (kipp_cpu_f16_table_m16): the same
  * exact product d * q for one shift instead of two. Two shifts and two
  * multiplies per block are what bound this decoder (Zen 4, one thread, L2:
- * ~4.9 -> ~4.3 TSC ticks per row and block against shifting both values
+ * ~4.8 -> ~4.1 TSC ticks per row and block against shifting both values
  * down). The avx512 tier's Q8_0 weights and both tiers' Q8_0 KV rows. */
 static inline __attribute__((always_inline)) void q8_evens_odds(const kipp_block_q8_0 *blk,
                                                                 __m512 w[2]) {
