@@ -35,7 +35,8 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
-DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d)
+DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) \
+             $(BUILD)/obj/tests/unit/amx_emulated.d
 
 # Library objects are position-independent (one object set serves the
 # binary, libkipp.a and libkipp.so: with hidden visibility -fPIC generates
@@ -66,6 +67,8 @@ ifneq ($(filter x86_64 amd64,$(ARCH)),)
 $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx512bf16.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
+$(BUILD)/obj/src/cpu/kernels_amx.o:    ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c -mamx-tile -mamx-bf16
+AMX_EMU_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 endif
 
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
@@ -100,6 +103,20 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS) $(TOOL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(TOOL_OBJS) $(LDLIBS_ALL)
+
+# The AMX matmul over emulated tile operations (tests/unit/amx_emulated.c):
+# compiled with the AVX-512 flags its repacking needs, linked into
+# test_cpu_amx only, which calls it only where the processor has AVX-512.
+AMX_EMU_OBJ = $(BUILD)/obj/tests/unit/amx_emulated.o
+$(AMX_EMU_OBJ): tests/unit/amx_emulated.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(AMX_EMU_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/test_cpu_amx: tests/unit/test_cpu_amx.c tests/unit/test_util.h $(AMX_EMU_OBJ) \
+                             $(LIB_OBJS) $(TOOL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(AMX_EMU_OBJ) $(LIB_OBJS) $(TOOL_OBJS) \
+	    $(LDLIBS_ALL)
 
 # The HTTP parser knows nothing of the engine; its test links it alone.
 $(BUILD)/tests/test_http: tests/unit/test_http.c tests/unit/test_util.h $(BUILD)/obj/src/server/http.o
@@ -195,13 +212,15 @@ test-deps:
 # The whole suite again with the cpu backend forced to each lower kernel
 # tier (KIPP_CPU_ISA caps the tiers the tier-looping tests run, and every
 # other cpu-backend test and `kipp` command runs at that tier): what an
-# AVX2-only or a non-x86 machine would see. Where the processor has
-# AVX512_BF16, first a pass with the opt-in avx512bf16 tier forced (auto
-# never picks it, so only this pass runs every cpu-backend test and `kipp`
-# command on it; its oracle gates use that tier's own bounds).
+# AVX2-only or a non-x86 machine would see. Where the processor has AMX
+# (amx_bf16), first a pass with the opt-in amx tier forced, and where it has
+# AVX512_BF16 one with the opt-in avx512bf16 tier (auto never picks them,
+# so only these passes run every cpu-backend test and `kipp` command on
+# them; their oracle gates use those tiers' own bounds).
 # Logs: $(BUILD)/test-logs-TIER.
 test-tiers: test-deps
 	@$(MAKE) --no-print-directory all fixtures $(TEST_BINS)
+	if grep -qw amx_bf16 /proc/cpuinfo; then KIPP_CPU_ISA=amx $(TEST_ENV) sh tests/run.sh; fi
 	if grep -qw avx512_bf16 /proc/cpuinfo; then KIPP_CPU_ISA=avx512bf16 $(TEST_ENV) sh tests/run.sh; fi
 	KIPP_CPU_ISA=avx2 $(TEST_ENV) sh tests/run.sh
 	KIPP_CPU_ISA=generic $(TEST_ENV) sh tests/run.sh

@@ -131,8 +131,12 @@ typedef enum kipp_backend_kind {
  * oracle (NMSE 2-6e-5, up to 1.4e-4 with a Q8_0 KV cache; the exact
  * tiers: under 5e-7), which can flip the argmax where the top two logits
  * nearly tie
- * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). It comes last in the enum so
- * the older values keep their numbers. Asking for a tier this processor
+ * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). AMX is opt-in on the same
+ * terms: avx512bf16's numerics but for the BF16 matmul's accumulation, which
+ * runs on AMX tiles (TDPBF16PS; needs AMX-TILE and AMX-BF16, the OS's tile
+ * state and its per-process permission; docs/ARCHITECTURE.md, "The AMX
+ * tier"). New tiers come last in the enum so the older values keep their
+ * numbers. Asking for a tier this processor
  * cannot run fails kipp_model_open with KIPP_E_BACKEND, never falls back
  * silently. Off x86-64 only AUTO and GENERIC exist. */
 typedef enum kipp_cpu_isa {
@@ -141,9 +145,11 @@ typedef enum kipp_cpu_isa {
     KIPP_CPU_ISA_AVX2,
     KIPP_CPU_ISA_AVX512,
     KIPP_CPU_ISA_AVX512BF16, /* opt-in: BF16 activations (see above) */
+    KIPP_CPU_ISA_AMX,        /* opt-in: BF16 activations, AMX tile matmuls */
 } kipp_cpu_isa;
 
-/* "auto", "generic", "avx2", "avx512", "avx512bf16" (NULL for values out of range). */
+/* "auto", "generic", "avx2", "avx512", "avx512bf16", "amx" (NULL for values
+ * out of range). */
 KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
 /* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.
  * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */

@@ -15,7 +15,8 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
 /* The --kv-quant spelling of a format (what cli_parse_kv_quant reads). */
 const char *cli_kv_quant_name(kipp_kv_quant q);
 
-/* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16 (opt-in) -> options->cpu_isa, and
+/* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16|amx (the last two opt-in)
+ * -> options->cpu_isa, and
  * KIPP_CPU_DECODE_PREFETCH=auto|rows|seq -> options->cpu_decode_prefetch (the
  * library reads no environment; the CLI is where the variables are
  * honoured). Unset or empty leaves a field alone. On a bad value prints

@@ -1,6 +1,6 @@
 /* Kernel tier selection: the best FP32-activation tier the processor (and
  * the OS, which must save the wider registers) supports -- never the
- * opt-in avx512bf16 -- or the one the caller forced
+ * opt-in avx512bf16 or amx -- or the one the caller forced
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
@@ -32,6 +32,8 @@ static void f16_table_init(void) {
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
@@ -66,6 +68,29 @@ static bool has_avx512bf16(void) {
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
     return a & (1u << 5);
 }
+/* Linux keeps AMX tile data off until a process asks for it
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16+);
+ * the grant covers every thread of the process, so it is asked for once,
+ * before any tier is handed out, and the answer is kept. */
+#define KIPP_ARCH_REQ_XCOMP_PERM 0x1023
+#define KIPP_XFEATURE_XTILEDATA 18
+static bool amx_permitted;
+static void amx_permission_ask(void) {
+    amx_permitted = syscall(SYS_arch_prctl, KIPP_ARCH_REQ_XCOMP_PERM, KIPP_XFEATURE_XTILEDATA) == 0;
+}
+
+/* amx: avx512bf16 + AMX-TILE + AMX-BF16 (CPUID 7.0 EDX bits 24, 22), the
+ * tile state enabled in XCR0 (bits 17, 18) and the process's permission. */
+static bool has_amx(void) {
+    if (!has_avx512bf16()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 24)) || !(d & (1u << 22))) return false;
+    if ((xgetbv0() & 0x60000) != 0x60000) return false;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_permission_ask);
+    return amx_permitted;
+}
 /* AMD family 26 (Zen 5) and later: the decode prefetch that measured best
  * there (PF_ROWS, stops 17-25); every other processor, Zen 4 included
  * (family 25, where PF_ROWS streamed ~21 GB/s of ~31), gets PF_SEQ. */
@@ -78,6 +103,7 @@ static bool prefers_rows_prefetch(void) {
     if (family == 0xf) family += (a >> 20) & 0xff;
     return family >= 0x1a;
 }
+#define AMX_TABLE (&kipp_cpu_kernels_amx)
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
@@ -85,7 +111,9 @@ static bool prefers_rows_prefetch(void) {
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
 static bool has_avx512bf16(void) { return false; }
+static bool has_amx(void) { return false; }
 static bool prefers_rows_prefetch(void) { return false; }
+#define AMX_TABLE NULL
 #define AVX512BF16_TABLE NULL
 #define AVX512_TABLE NULL
 #define AVX2_TABLE NULL
@@ -98,6 +126,7 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
     if (strcmp(name, "avx512bf16") == 0) return has_avx512bf16() ? AVX512BF16_TABLE : NULL;
+    if (strcmp(name, "amx") == 0) return has_amx() ? AMX_TABLE : NULL;
     return NULL;
 }
 
@@ -122,7 +151,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
         return NULL;
     }
     if (isa == KIPP_CPU_ISA_AUTO) {
-        /* Never avx512bf16: it rounds activations to BF16, and its logits
+        /* Never avx512bf16 or amx: they round activations to BF16, and their logits
          * may then pick another argmax than the oracle at a near-tie,
          * which DESIGN section 7 forbids for the default. Opt-in only
          * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
@@ -133,7 +162,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
     const char *name = kipp_cpu_isa_name(isa);
     if (!name) {
         snprintf(why, why_size,
-                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16)",
+                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16, amx)",
                  (int)isa);
         return NULL;
     }
@@ -141,6 +170,8 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
     if (!k)
         snprintf(why, why_size, "cpu_isa %s: this processor does not support that tier%s", name,
                  isa == KIPP_CPU_ISA_AVX512BF16 ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_BF16)"
-                                                : "");
+                 : isa == KIPP_CPU_ISA_AMX
+                     ? " (it needs AVX512_BF16, AMX-TILE, AMX-BF16 and the OS's tile permission)"
+                     : "");
     return k;
 }

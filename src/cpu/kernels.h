@@ -17,7 +17,8 @@
  *    operations and their order are those of the row alone.
  *  - norms and elementwise ops work on one row at a time.
  * Tiers differ from each other (lane width, lane order, fold, and on
- * avx512bf16 activations rounded to BF16); each is invariant in itself. */
+ * avx512bf16 and amx activations rounded to BF16); each is invariant in
+ * itself. */
 #ifndef KIPP_CPU_KERNELS_H
 #define KIPP_CPU_KERNELS_H
 
@@ -131,7 +132,7 @@ typedef void (*kipp_cpu_attention_q8_fn)(const float *q, size_t q_stride, uint32
                                          size_t out_stride, float *scratch);
 
 typedef struct kipp_cpu_kernels {
-    const char *name; /* "generic", "avx2", "avx512", "avx512bf16" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512bf16", "amx" */
     /* 1 when pack_act rounds activations to BF16 (round to nearest even;
      * the matmuls then multiply BF16 by BF16 exactly): the tests' scalar
      * references round the same way. 0: activations stay FP32. */
@@ -188,6 +189,12 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
+/* The amx tier: avx512bf16's table with the BF16 matmul on AMX tiles
+ * (kernels_amx.c, amx_matmul.h). */
+extern const kipp_cpu_kernels kipp_cpu_kernels_amx;
+extern const kipp_cpu_kernels kipp_cpu_kernels_amx_seq;
+void kipp_cpu_amx_matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                              const void *x, size_t x_stride, uint32_t m, float *const *y);
 
 /* The tier to use: the best the processor supports (KIPP_CPU_ISA_AUTO), or
  * the one asked for, with the decode prefetch asked for (AUTO: the one

@@ -159,17 +159,24 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 #define QDEC_T uint16_t /* prefill decodes quantized rows once into BF16 */
 #include "cpu/kernels_blocked.h"
 
-/* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */
-#define TIER_TABLE(SUF, SEQ, TWIN)                                                       \
+/* Two tables, the same but for decode's prefetch (kernels.h seq_twin);
+ * and the amx tier's two: these kernels with the BF16 matmul on AMX tiles
+ * (kernels_amx.c), the same BF16 activations (pack_act) for both. */
+#define TIER_TABLE(NAME, MATMUL_BF16, SUF, SEQ, TWIN)                                          \
     {                                                                                          \
-        .name = "avx512bf16", .act_bf16 = 1, .qweights_bf16 = 1, .act_bytes = act_bytes,       \
-        .pack_act = pack_act, .matmul_bf16 = matmul_bf16##SUF,                                 \
+        .name = NAME, .act_bf16 = 1, .qweights_bf16 = 1, .act_bytes = act_bytes,               \
+        .pack_act = pack_act, .matmul_bf16 = MATMUL_BF16,                                      \
         .matmul_q8_0 = matmul_q8_0##SUF, .matmul_q4_0 = matmul_q4_0##SUF,                      \
         .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm, .rope = rope,                     \
         .silu_mul = silu_mul, .attention = attention, .attention_q8_0 = attention_q8_0,         \
         .decode_seq = SEQ, .seq_twin = TWIN,                                                   \
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 =
-    TIER_TABLE(, 0, &kipp_cpu_kernels_avx512bf16_seq);
-const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq = TIER_TABLE(_seq, 1, NULL);
+    TIER_TABLE("avx512bf16", matmul_bf16, , 0, &kipp_cpu_kernels_avx512bf16_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq =
+    TIER_TABLE("avx512bf16", matmul_bf16_seq, _seq, 1, NULL);
+const kipp_cpu_kernels kipp_cpu_kernels_amx =
+    TIER_TABLE("amx", kipp_cpu_amx_matmul_bf16, , 0, &kipp_cpu_kernels_amx_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_amx_seq =
+    TIER_TABLE("amx", kipp_cpu_amx_matmul_bf16, _seq, 1, NULL);
 #endif

@@ -143,6 +143,21 @@ else
     [ $rc -ne 0 ] && grep -q "avx512bf16" "$T/e" && grep -q "AVX512_BF16" "$T/e" ||
         bad "KIPP_CPU_ISA=avx512bf16 without AVX512_BF16: exit $rc, $(cat "$T/e")"
 fi
+# The opt-in amx tier: the same, with AMX-TILE and AMX-BF16 (and the OS's
+# tile state) on top; refused elsewhere with a message naming what it needs.
+amx=$bf16
+for f in amx_tile amx_bf16; do
+    case "$flags" in *" $f "*) ;; *) amx=no ;; esac
+done
+KIPP_CPU_ISA=amx "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e"
+rc=$?
+if [ $amx = yes ]; then
+    [ $rc -eq 0 ] && [ "$(tr ',' '\n' <"$T/isa" | grep -c .)" = 3 ] ||
+        bad "KIPP_CPU_ISA=amx on a processor with it: exit $rc, '$(cat "$T/isa")', $(cat "$T/e")"
+else
+    [ $rc -ne 0 ] && grep -q "cpu_isa amx" "$T/e" && grep -q "AMX-TILE" "$T/e" ||
+        bad "KIPP_CPU_ISA=amx without AMX: exit $rc, $(cat "$T/e")"
+fi
 for cmd in "generate --tokens $P -n 1" bench serve chat; do
     # shellcheck disable=SC2086 # $cmd is the subcommand and its arguments
     KIPP_CPU_ISA=sse9 timeout 60 "$KIPP" $cmd -m "$M" >/dev/null 2>"$T/e" </dev/null

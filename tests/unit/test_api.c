@@ -23,7 +23,7 @@ static void check_version(void) {
 
 static void check_isa_names(void) {
     const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
-                                KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16};
+                                KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16, KIPP_CPU_ISA_AMX};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = kipp_cpu_isa_name(all[i]);
         kipp_cpu_isa back = (kipp_cpu_isa)-1;

@@ -419,6 +419,17 @@ static void test_auto_tier(void) {
     else
         CHECKF(!k && strstr(why, "avx512bf16") && strstr(why, "AVX512_BF16"),
                "avx512bf16 without the extension: %s", k ? k->name : why);
+    /* amx: opt-in as well, the avx512bf16 table but for its BF16 matmul. */
+    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AMX, KIPP_CPU_DECODE_PREFETCH_AUTO, why, sizeof why);
+    if (!test_tier_lacks("amx")) {
+        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name("avx512bf16");
+        CHECKF(k && b && strcmp(k->name, "amx") == 0 && k->act_bf16 && k->qweights_bf16 &&
+                   k->pack_act == b->pack_act && k->matmul_bf16 == kipp_cpu_amx_matmul_bf16,
+               "forced amx: %s", k ? k->name : why);
+    } else {
+        CHECKF(!k && strstr(why, "amx") && strstr(why, "AMX-TILE"),
+               "amx without the extension: %s", k ? k->name : why);
+    }
 }
 
 #if defined(__x86_64__)

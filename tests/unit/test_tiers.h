@@ -4,9 +4,10 @@
  * machine would (make test-tiers). Every tier left out is reported by name
  * as a machine skip (test_util.h), with the feature the processor lacks.
  *
- * The opt-in avx512bf16 tier (auto never picks it) is walked like the
- * others where the processor has it, last, so that only KIPP_CPU_ISA=
- * avx512bf16 or an unset KIPP_CPU_ISA runs it.
+ * The opt-in avx512bf16 and amx tiers (auto never picks them) are walked
+ * like the others where the processor has them, last and in that order:
+ * an unset KIPP_CPU_ISA or KIPP_CPU_ISA=amx runs both, KIPP_CPU_ISA=
+ * avx512bf16 runs avx512bf16 and leaves amx out, any lower cap neither.
  *
  * Tests that open the cpu backend per tier set KIPP_CPU_ISA themselves, so
  * the cap is read once, before the first setenv. */
@@ -23,11 +24,13 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
-enum { TEST_TIER_COUNT = 4 };
+enum { TEST_TIER_COUNT = 5 };
 static const char *const test_tier_names[TEST_TIER_COUNT] = {"generic", "avx2", "avx512",
-                                                             "avx512bf16"};
+                                                             "avx512bf16", "amx"};
 
 #if defined(__x86_64__)
 static inline uint64_t test_xgetbv0(void) {
@@ -60,6 +63,13 @@ static inline const char *test_tier_lacks(const char *tier) {
     if (strcmp(tier, "avx512") == 0) return NULL;
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5)))
         return "cpu lacks avx512_bf16";
+    if (strcmp(tier, "avx512bf16") == 0) return NULL;
+    __get_cpuid_count(7, 0, &a, &b, &c, &d);
+    if (!(d & (1u << 24))) return "cpu lacks amx_tile";
+    if (!(d & (1u << 22))) return "cpu lacks amx_bf16";
+    if ((test_xgetbv0() & 0x60000) != 0x60000) return "os does not enable amx tile state";
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18). */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return "os refuses amx tile permission";
     return NULL;
 #else
     return "not an x86-64 processor";
@@ -78,7 +88,8 @@ static inline int test_tier_cap(void) {
         cap = -1;
         for (int i = 0; i < TEST_TIER_COUNT; i++)
             if (strcmp(forced, test_tier_names[i]) == 0) cap = i;
-        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16)", forced);
+        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16, amx)",
+               forced);
         if (cap >= 0)
             fprintf(stderr, "KIPP_CPU_ISA=%s: tiers above %s are left out as on a machine "
                             "without them\n", forced, forced);
@@ -117,7 +128,7 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
 /* The argmax gate against the oracle. Exact tiers (act_bf16 == 0, every
  * tier auto can pick): the oracle's argmax at every row, DESIGN section 7.
  *
- * The opt-in avx512bf16 (act_bf16 == 1) rounds every matmul activation to
+ * The opt-in avx512bf16 and amx (act_bf16 == 1) round every matmul activation to
  * BF16, which moves each logit by noise of rms e (the row's rms of
  * cpu - oracle; NMSE ~3e-5 on the tiny fixtures, e ~0.1 logit). Where the
  * oracle's two best logits lie closer than that noise, the tier may
