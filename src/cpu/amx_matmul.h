@@ -1,12 +1,15 @@
-/* The AMX tier's BF16 matmul (kipp_cpu_matmul_fn) on TDPBF16PS tiles,
- * written once over amx_tiles.h's operations. Included by kernels_amx.c
+/* The AMX tier's matmuls (kipp_cpu_matmul_fn, kipp_cpu_matmul_q_fn) on
+ * TDPBF16PS tiles, written once over amx_tiles.h's operations. Included by kernels_amx.c
  * (the instructions) and by tests/unit/amx_emulated.c (KIPP_AMX_EMULATE);
  * both compile it with AVX-512 F/BW/VL/DQ and BF16, which the repacking
  * below uses.
  *
  * NUMERICS. Activations arrive packed by the avx512bf16 tier's pack_act
  * (K BF16 values in order, RNE-rounded), so the amx tier's numbers differ
- * from avx512bf16's only in how the BF16 products accumulate. Per output
+ * from avx512bf16's only in how the BF16 products accumulate. Quantized
+ * weights are avx512bf16's too: each block decoded to the oracle's FP32
+ * weights and rounded to BF16 (kipp_cpu_bf16_qdecode), into the same
+ * tiles BF16 rows go into, so every scheme runs one sequence. Per output
  * (activation row m, weight row n): acc = 0; for each BF16 pair p of K in
  * order, acc += x[2p] w[2p], then acc += x[2p+1] w[2p+1], each addition
  * rounded (TDPBF16PS, amx_tiles.h). No lane fold: a tile element is one
@@ -31,6 +34,7 @@
 #include <string.h>
 
 #include "cpu/amx_tiles.h"
+#include "cpu/kernels.h"
 
 /* K values per prefill span: the two repacked B columns of a span are
  * 2 x 32 chunks x 1 KiB = 64 KiB, L2-resident while every activation tile
@@ -57,6 +61,18 @@ _Static_assert(KIPP_CPU_K_ALIGN % (2 * AMX_PAIRS) == 0, "K is whole tile chunks"
 #define AMX_DA0 2
 #define AMX_DA1 3
 #define AMX_DB 4
+
+/* Where a matmul's BF16 weight rows come from: the mapped BF16 matrix
+ * (q < 0), or quantized rows (q a kipp_cpu_qtype, rows row_bytes apart)
+ * decoded a span or a chunk at a time by kipp_cpu_bf16_qdecode -- the
+ * avx512bf16 tier's weights, each the oracle's rounded to BF16. */
+typedef struct amx_wsrc {
+    const void *w;
+    int q;
+    size_t row_bytes;
+} amx_wsrc;
+
+static inline uint32_t amx_min(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 static inline void amx_tile_shape(amx_tilecfg *cfg, int t, unsigned rows, unsigned colsb) {
     cfg->rows[t] = (uint8_t)(colsb ? rows : 0);
@@ -122,20 +138,28 @@ static inline void amx_transpose16(const void *const rows[16], uint32_t *dst) {
 
 /* Weight rows [nb, nb + nr) (nr <= 32), K values [k0, k0 + 32 chunks), as
  * the B tiles of groups 0 and 1: bpack[j][c] is group j's tile for chunk
- * c. Rows past nr read as zeros (their outputs are never stored). */
-static inline void amx_repack(const uint16_t *w, uint32_t k, uint32_t nb, uint32_t nr,
+ * c. Rows past nr read as zeros (their outputs are never stored).
+ * Quantized rows are decoded a group's span at a time into dec first. */
+static inline void amx_repack(const amx_wsrc *src, uint32_t k, uint32_t nb, uint32_t nr,
                               uint32_t k0, uint32_t chunks,
-                              uint32_t (*bpack)[AMX_K_SPAN / 32][16 * AMX_PAIRS]) {
+                              uint32_t (*bpack)[AMX_K_SPAN / 32][16 * AMX_PAIRS],
+                              uint16_t *dec) {
     static const _Alignas(64) uint16_t zeros[32];
-    for (uint32_t j = 0; j * 16 < nr; j++)
+    for (uint32_t j = 0; j * 16 < nr; j++) {
+        const uint32_t rows = amx_min(16, nr - 16 * j);
+        if (src->q >= 0)
+            kipp_cpu_bf16_qdecode((kipp_cpu_qtype)src->q, src->w, src->row_bytes, nb + 16 * j,
+                                  rows, k0 / 32, chunks, dec, AMX_K_SPAN);
         for (uint32_t c = 0; c < chunks; c++) {
-            const void *rows[16];
+            const void *rp[16];
             for (uint32_t n = 0; n < 16; n++)
-                rows[n] = 16 * j + n < nr ? (const void *)(w + (size_t)(nb + 16 * j + n) * k + k0 +
-                                                           32 * c)
-                                          : (const void *)zeros;
-            amx_transpose16(rows, bpack[j][c]);
+                rp[n] = n >= rows    ? (const void *)zeros
+                        : src->q < 0 ? (const void *)((const uint16_t *)src->w +
+                                                      (size_t)(nb + 16 * j + n) * k + k0 + 32 * c)
+                                     : (const void *)(dec + (size_t)n * AMX_K_SPAN + 32 * c);
+            amx_transpose16(rp, bpack[j][c]);
         }
+    }
 }
 
 /* Accumulators of outputs (rows [t, t + rows), columns [n, n + cols)) between
@@ -151,13 +175,12 @@ static inline void amx_scatter(const float *img, float *const *y, uint32_t t, ui
     for (uint32_t r = 0; r < rows; r++) memcpy(y[t + r] + n, img + 16 * r, cols * sizeof *img);
 }
 
-static inline uint32_t amx_min(uint32_t a, uint32_t b) { return a < b ? a : b; }
-
 /* m > 1: every activation row against weight rows [n0, n1), 32 x 32 output
  * blocks of four C tiles, K in spans. */
-static void amx_prefill(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const char *x,
+static void amx_prefill(const amx_wsrc *src, uint32_t k, uint32_t n0, uint32_t n1, const char *x,
                         size_t x_stride, uint32_t m, float *const *y) {
     _Alignas(64) uint32_t bpack[2][AMX_K_SPAN / 32][16 * AMX_PAIRS];
+    _Alignas(64) uint16_t dec[16 * AMX_K_SPAN]; /* quantized rows, one group's span */
     _Alignas(64) float img[16 * 16];
     unsigned cfg_r0 = 0, cfg_r1 = 0;
     for (uint32_t nb = n0; nb < n1; nb += 32) {
@@ -165,7 +188,7 @@ static void amx_prefill(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
         for (uint32_t k0 = 0; k0 < k; k0 += AMX_K_SPAN) {
             const uint32_t chunks = amx_min(AMX_K_SPAN, k - k0) / 32;
             const int first = k0 == 0; /* later spans pick up the sums left in y */
-            amx_repack(w, k, nb, nr, k0, chunks, bpack);
+            amx_repack(src, k, nb, nr, k0, chunks, bpack, dec);
             for (uint32_t t0 = 0; t0 < m; t0 += 32) {
                 const unsigned r0 = amx_min(16, m - t0), r1 = amx_min(16, m - t0 - r0);
                 if (r0 != cfg_r0 || r1 != cfg_r1) {
@@ -216,11 +239,14 @@ static void amx_prefill(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     }
 }
 
-/* m = 1: weight rows [n0, n1) straight from the mapped matrix, 32 per
- * pass, against the activation row x (packed BF16) into out[n0..n1). */
-static void amx_decode(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+/* m = 1: weight rows [n0, n1), 32 per pass, against the activation row x
+ * (packed BF16) into out[n0..n1): BF16 rows straight from the mapped
+ * matrix, quantized rows decoded a chunk (16 rows x 32 values) at a time. */
+static void amx_decode(const amx_wsrc *src, uint32_t k, uint32_t n0, uint32_t n1,
                        const uint16_t *x, float *out) {
+    const uint16_t *w = src->w;
     const size_t w_stride = (size_t)k * sizeof(uint16_t);
+    _Alignas(64) uint16_t dec[2][16 * 32];
     unsigned cfg_r0 = 0, cfg_r1 = 0;
     for (uint32_t nb = n0; nb < n1; nb += 32) {
         const unsigned r0 = amx_min(16, n1 - nb), r1 = amx_min(16, n1 - nb - r0);
@@ -228,16 +254,29 @@ static void amx_decode(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
             amx_config_decode(r0, r1);
             cfg_r0 = r0, cfg_r1 = r1;
         }
-        const uint16_t *w0 = w + (size_t)nb * k;
         AMX_ZERO(AMX_DC0);
         if (r1) AMX_ZERO(AMX_DC1);
         for (uint32_t i = 0; i < k; i += 32) {
             AMX_LOAD(AMX_DB, x + i, 4); /* pair p of the chunk on row p */
-            AMX_LOAD(AMX_DA0, w0 + i, w_stride);
-            AMX_DP(AMX_DC0, AMX_DA0, AMX_DB);
-            if (r1) {
-                AMX_LOAD(AMX_DA1, w0 + (size_t)16 * k + i, w_stride);
-                AMX_DP(AMX_DC1, AMX_DA1, AMX_DB);
+            if (src->q < 0) {
+                const uint16_t *w0 = w + (size_t)nb * k + i;
+                AMX_LOAD(AMX_DA0, w0, w_stride);
+                AMX_DP(AMX_DC0, AMX_DA0, AMX_DB);
+                if (r1) {
+                    AMX_LOAD(AMX_DA1, w0 + (size_t)16 * k, w_stride);
+                    AMX_DP(AMX_DC1, AMX_DA1, AMX_DB);
+                }
+            } else {
+                kipp_cpu_bf16_qdecode((kipp_cpu_qtype)src->q, src->w, src->row_bytes, nb, r0,
+                                      i / 32, 1, dec[0], 32);
+                AMX_LOAD(AMX_DA0, dec[0], 64);
+                AMX_DP(AMX_DC0, AMX_DA0, AMX_DB);
+                if (r1) {
+                    kipp_cpu_bf16_qdecode((kipp_cpu_qtype)src->q, src->w, src->row_bytes,
+                                          nb + 16, r1, i / 32, 1, dec[1], 32);
+                    AMX_LOAD(AMX_DA1, dec[1], 64);
+                    AMX_DP(AMX_DC1, AMX_DA1, AMX_DB);
+                }
             }
         }
         AMX_STORE(AMX_DC0, out + nb, 4);
@@ -245,14 +284,29 @@ static void amx_decode(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
     }
 }
 
-static void amx_matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                            const void *x, size_t x_stride, uint32_t m, float *const *y) {
+static void amx_matmul(const amx_wsrc *src, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                       size_t x_stride, uint32_t m, float *const *y) {
     if (n0 >= n1 || m == 0) return;
     if (m == 1)
-        amx_decode(w, k, n0, n1, x, y[0]);
+        amx_decode(src, k, n0, n1, x, y[0]);
     else
-        amx_prefill(w, k, n0, n1, x, x_stride, m, y);
+        amx_prefill(src, k, n0, n1, x, x_stride, m, y);
     AMX_RELEASE(); /* the next call configures afresh; no tile state lingers */
+}
+
+static inline void amx_matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                                   const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    const amx_wsrc src = {w, -1, 0};
+    amx_matmul(&src, k, n0, n1, x, x_stride, m, y);
+}
+
+/* Quantized rows of K / 32 blocks of format q (kipp_cpu_qtype). */
+static inline void amx_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                                const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    static const size_t block_bytes[3] = {sizeof(kipp_block_q8_0), sizeof(kipp_block_q4_0),
+                                          sizeof(kipp_block_q4_1)};
+    const amx_wsrc src = {w, q, (size_t)(k / 32) * block_bytes[q]};
+    amx_matmul(&src, k, n0, n1, x, x_stride, m, y);
 }
 
 #endif

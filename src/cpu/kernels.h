@@ -189,12 +189,31 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
-/* The amx tier: avx512bf16's table with the BF16 matmul on AMX tiles
+/* The amx tier: avx512bf16's table with every matmul on AMX tiles
  * (kernels_amx.c, amx_matmul.h). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_amx;
 extern const kipp_cpu_kernels kipp_cpu_kernels_amx_seq;
 void kipp_cpu_amx_matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                               const void *x, size_t x_stride, uint32_t m, float *const *y);
+void kipp_cpu_amx_matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                              const void *x, size_t x_stride, uint32_t m, float *const *y);
+void kipp_cpu_amx_matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                              const void *x, size_t x_stride, uint32_t m, float *const *y);
+void kipp_cpu_amx_matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                              const void *x, size_t x_stride, uint32_t m, float *const *y);
+
+/* Quantized block formats, as the cross-file entry points below name them
+ * (the tier files' QT_* have the same values). */
+typedef enum kipp_cpu_qtype { KIPP_CPU_Q8_0, KIPP_CPU_Q4_0, KIPP_CPU_Q4_1 } kipp_cpu_qtype;
+/* Rows [n, n + rows) of a quantized matrix (rows row_bytes apart), blocks
+ * [b0, b0 + nblocks), as the BF16 weights the avx512bf16 tier multiplies:
+ * each the oracle's FP32 weight rounded to BF16 (RNE). Row r goes to
+ * dst + r * dst_stride (BF16 values). Defined in kernels_avx512bf16.c;
+ * call only where that tier runs (the amx tier decodes its tiles' weights
+ * with it, so both tiers multiply the same weights). */
+void kipp_cpu_bf16_qdecode(kipp_cpu_qtype t, const void *w, size_t row_bytes, uint32_t n,
+                           uint32_t rows, uint32_t b0, uint32_t nblocks, uint16_t *dst,
+                           size_t dst_stride);
 
 /* The tier to use: the best the processor supports (KIPP_CPU_ISA_AUTO), or
  * the one asked for, with the decode prefetch asked for (AUTO: the one

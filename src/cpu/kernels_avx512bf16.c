@@ -89,6 +89,32 @@ static inline __attribute__((always_inline)) __m512bh qweights(int t, const uint
     return as_bh(_mm512_permutexvar_epi16(_mm512_srlv_epi16(words, shifts), table_bh));
 }
 
+_Static_assert((int)KIPP_CPU_Q8_0 == QT_Q8_0 && (int)KIPP_CPU_Q4_0 == QT_Q4_0 &&
+                   (int)KIPP_CPU_Q4_1 == QT_Q4_1,
+               "kernels.h names the block formats as the tiers do");
+
+/* kernels.h: the amx tier's weights, the same as this tier's. */
+static inline __attribute__((always_inline)) void
+qdecode_rows(int t, const void *w, size_t row_bytes, uint32_t n, uint32_t rows, uint32_t b0,
+             uint32_t nblocks, uint16_t *dst, size_t dst_stride) {
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)(n + r) * row_bytes;
+        for (uint32_t b = 0; b < nblocks; b++)
+            _mm512_storeu_si512(dst + r * dst_stride + 32 * (size_t)b,
+                                (__m512i)qweights(t, row, b0 + b));
+    }
+}
+
+void kipp_cpu_bf16_qdecode(kipp_cpu_qtype t, const void *w, size_t row_bytes, uint32_t n,
+                           uint32_t rows, uint32_t b0, uint32_t nblocks, uint16_t *dst,
+                           size_t dst_stride) {
+    switch (t) { /* each format's decoder compiled on its own */
+    case KIPP_CPU_Q8_0: qdecode_rows(QT_Q8_0, w, row_bytes, n, rows, b0, nblocks, dst, dst_stride); break;
+    case KIPP_CPU_Q4_0: qdecode_rows(QT_Q4_0, w, row_bytes, n, rows, b0, nblocks, dst, dst_stride); break;
+    case KIPP_CPU_Q4_1: qdecode_rows(QT_Q4_1, w, row_bytes, n, rows, b0, nblocks, dst, dst_stride); break;
+    }
+}
+
 /* Block b of a quantized row as its 32 BF16 weights (prefill's
  * decode-once, kernels_blocked.h). */
 static inline __attribute__((always_inline)) void qdecode_block(int t, const uint8_t *row,
@@ -160,23 +186,26 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 #include "cpu/kernels_blocked.h"
 
 /* Two tables, the same but for decode's prefetch (kernels.h seq_twin);
- * and the amx tier's two: these kernels with the BF16 matmul on AMX tiles
- * (kernels_amx.c), the same BF16 activations (pack_act) for both. */
-#define TIER_TABLE(NAME, MATMUL_BF16, SUF, SEQ, TWIN)                                          \
+ * and the amx tier's two: these kernels with every matmul on AMX tiles
+ * (kernels_amx.c), the same BF16 activations (pack_act) and weights. */
+#define TIER_TABLE(NAME, BF16, Q8_0, Q4_0, Q4_1, SEQ, TWIN)                                    \
     {                                                                                          \
         .name = NAME, .act_bf16 = 1, .qweights_bf16 = 1, .act_bytes = act_bytes,               \
-        .pack_act = pack_act, .matmul_bf16 = MATMUL_BF16,                                      \
-        .matmul_q8_0 = matmul_q8_0##SUF, .matmul_q4_0 = matmul_q4_0##SUF,                      \
-        .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm, .rope = rope,                     \
-        .silu_mul = silu_mul, .attention = attention, .attention_q8_0 = attention_q8_0,         \
-        .decode_seq = SEQ, .seq_twin = TWIN,                                                   \
+        .pack_act = pack_act, .matmul_bf16 = BF16, .matmul_q8_0 = Q8_0, .matmul_q4_0 = Q4_0,   \
+        .matmul_q4_1 = Q4_1, .rmsnorm = rmsnorm, .rope = rope, .silu_mul = silu_mul,           \
+        .attention = attention, .attention_q8_0 = attention_q8_0, .decode_seq = SEQ,           \
+        .seq_twin = TWIN,                                                                      \
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16 =
-    TIER_TABLE("avx512bf16", matmul_bf16, , 0, &kipp_cpu_kernels_avx512bf16_seq);
+    TIER_TABLE("avx512bf16", matmul_bf16, matmul_q8_0, matmul_q4_0, matmul_q4_1, 0,
+               &kipp_cpu_kernels_avx512bf16_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq =
-    TIER_TABLE("avx512bf16", matmul_bf16_seq, _seq, 1, NULL);
-const kipp_cpu_kernels kipp_cpu_kernels_amx =
-    TIER_TABLE("amx", kipp_cpu_amx_matmul_bf16, , 0, &kipp_cpu_kernels_amx_seq);
-const kipp_cpu_kernels kipp_cpu_kernels_amx_seq =
-    TIER_TABLE("amx", kipp_cpu_amx_matmul_bf16, _seq, 1, NULL);
+    TIER_TABLE("avx512bf16", matmul_bf16_seq, matmul_q8_0_seq, matmul_q4_0_seq, matmul_q4_1_seq,
+               1, NULL);
+/* The tiles need no decode prefetch choice; the twin keeps the contract. */
+#define AMX_TABLE(SEQ, TWIN)                                                                   \
+    TIER_TABLE("amx", kipp_cpu_amx_matmul_bf16, kipp_cpu_amx_matmul_q8_0,                      \
+               kipp_cpu_amx_matmul_q4_0, kipp_cpu_amx_matmul_q4_1, SEQ, TWIN)
+const kipp_cpu_kernels kipp_cpu_kernels_amx = AMX_TABLE(0, &kipp_cpu_kernels_amx_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_amx_seq = AMX_TABLE(1, NULL);
 #endif

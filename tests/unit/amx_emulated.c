@@ -14,6 +14,13 @@ void test_amx_emulated_matmul(const uint16_t *w, uint32_t k, uint32_t n0, uint32
                               const void *x, size_t x_stride, uint32_t m, float *const *y) {
     amx_matmul_bf16(w, k, n0, n1, x, x_stride, m, y);
 }
+
+void test_amx_emulated_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                                const void *x, size_t x_stride, uint32_t m, float *const *y);
+void test_amx_emulated_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                                const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    amx_matmul_q(q, w, k, n0, n1, x, x_stride, m, y);
+}
 #else
 typedef int test_amx_emulated_x86_only; /* an empty file is not ISO C */
 #endif

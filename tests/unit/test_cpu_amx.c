@@ -1,5 +1,8 @@
-/* The AMX tier's BF16 matmul (src/cpu/amx_matmul.h), on every machine with
- * AVX-512, AMX or not.
+/* The AMX tier's matmuls (src/cpu/amx_matmul.h), BF16 and quantized
+ * (Q8_0, Q4_0, Q4_1: blocks decoded to BF16 by the avx512bf16 tier's
+ * decoder into the same tiles), on every machine with AVX-512 BF16, AMX or
+ * not. The references multiply each weight as the tier does: the BF16
+ * weight, or the oracle's dequantized weight rounded to BF16 (RNE).
  *
  * (a) Emulated (tests/unit/amx_emulated.c: the same source over the C tile
  *     operations of amx_tiles.h) against a plain scalar loop written here
@@ -35,6 +38,8 @@
 
 void test_amx_emulated_matmul(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
                               const void *x, size_t x_stride, uint32_t m, float *const *y);
+void test_amx_emulated_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                                const void *x, size_t x_stride, uint32_t m, float *const *y);
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint32_t rng(void) {
@@ -68,8 +73,66 @@ static float ref_dot(const uint16_t *x, const uint16_t *w, uint32_t k) {
     return acc;
 }
 
-typedef void (*matmul_fn)(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                          const void *x, size_t x_stride, uint32_t m, float *const *y);
+/* The matmuls under test: the emulated build, or a tier's table. */
+typedef struct engine {
+    const char *label;
+    int emulated;
+    const kipp_cpu_kernels *kern; /* NULL: emulated */
+} engine;
+
+/* Weight formats: -1 BF16, else kipp_cpu_qtype. */
+static const char *const format_names[4] = {"bf16", "q8_0", "q4_0", "q4_1"};
+
+static void call(const engine *e, int q, const void *w, uint32_t k, uint32_t n0, uint32_t n1,
+                 const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    if (!e->kern) {
+        if (q < 0)
+            test_amx_emulated_matmul(w, k, n0, n1, x, x_stride, m, y);
+        else
+            test_amx_emulated_matmul_q(q, w, k, n0, n1, x, x_stride, m, y);
+        return;
+    }
+    if (q < 0) e->kern->matmul_bf16(w, k, n0, n1, x, x_stride, m, y);
+    if (q == KIPP_CPU_Q8_0) e->kern->matmul_q8_0(w, k, n0, n1, x, x_stride, m, y);
+    if (q == KIPP_CPU_Q4_0) e->kern->matmul_q4_0(w, k, n0, n1, x, x_stride, m, y);
+    if (q == KIPP_CPU_Q4_1) e->kern->matmul_q4_1(w, k, n0, n1, x, x_stride, m, y);
+}
+
+/* n rows of k weights in format q: the matrix the kernel reads (returned)
+ * and, in wref, each weight as the tier multiplies it -- the oracle's
+ * dequantized value rounded to BF16 (RNE), or the BF16 weight itself. */
+static void *make_weights(int q, uint32_t n, uint32_t k, uint16_t *wref) {
+    float *row = malloc(k * sizeof *row), *deq = malloc(k * sizeof *deq);
+    size_t nb = k / 32;
+    size_t row_bytes = q < 0 ? k * 2
+                       : q == KIPP_CPU_Q8_0 ? nb * sizeof(kipp_block_q8_0)
+                       : q == KIPP_CPU_Q4_0 ? nb * sizeof(kipp_block_q4_0)
+                                            : nb * sizeof(kipp_block_q4_1);
+    uint8_t *w = malloc(n * row_bytes);
+    for (uint32_t r = 0; r < n; r++) {
+        for (uint32_t i = 0; i < k; i++) row[i] = rng_float() * (1.0f + (float)(r % 5));
+        uint8_t *dst = w + r * row_bytes;
+        if (q < 0) {
+            for (uint32_t i = 0; i < k; i++) ((uint16_t *)dst)[i] = bf16_rne(row[i]);
+            memcpy(wref + (size_t)r * k, dst, row_bytes);
+            continue;
+        }
+        if (q == KIPP_CPU_Q8_0) {
+            kipp_quantize_q8_0(row, k, (kipp_block_q8_0 *)dst);
+            kipp_dequantize_q8_0((const kipp_block_q8_0 *)dst, k, deq);
+        } else if (q == KIPP_CPU_Q4_0) {
+            kipp_quantize_q4_0(row, k, (kipp_block_q4_0 *)dst);
+            kipp_dequantize_q4_0((const kipp_block_q4_0 *)dst, k, deq);
+        } else {
+            kipp_quantize_q4_1(row, k, (kipp_block_q4_1 *)dst);
+            kipp_dequantize_q4_1((const kipp_block_q4_1 *)dst, k, deq);
+        }
+        for (uint32_t i = 0; i < k; i++) wref[(size_t)r * k + i] = bf16_rne(deq[i]);
+    }
+    free(row);
+    free(deq);
+    return w;
+}
 
 #define SENTINEL (-12345.0f)
 
@@ -94,12 +157,15 @@ typedef struct amx_case {
 /* Counters for (d): outputs equal to the emulation, and all compared. */
 static long hw_same, hw_total;
 
-static void run_case(const char *label, matmul_fn fn, int emulated, const amx_case *c) {
+static void run_case(const engine *e, int q, const amx_case *c) {
     const uint32_t k = c->k, n = c->n, m = c->m;
+    const int emulated = e->emulated;
+    char label[64];
+    snprintf(label, sizeof label, "%s %s", e->label, format_names[q + 1]);
     const size_t x_stride = (size_t)k * 2 + 64 * (m % 3); /* wider than a row, sometimes */
-    uint16_t *w = malloc((size_t)n * k * sizeof *w);
+    uint16_t *wref = malloc((size_t)n * k * sizeof *wref);
+    void *w = make_weights(q, n, k, wref);
     char *x = calloc(m, x_stride);
-    for (size_t i = 0; i < (size_t)n * k; i++) w[i] = bf16_rne(rng_float());
     for (uint32_t r = 0; r < m; r++) {
         uint16_t *row = (uint16_t *)(x + r * x_stride);
         for (uint32_t i = 0; i < k; i++) row[i] = bf16_rne(rng_float());
@@ -107,19 +173,19 @@ static void run_case(const char *label, matmul_fn fn, int emulated, const amx_ca
         row[(r * 7) % k] = 0x0001;
         row[(r * 11 + 3) % k] = 0x8000;
     }
-    w[(size_t)c->n0 * k + 5] = 0x0003;
+    if (q < 0) ((uint16_t *)w)[(size_t)c->n0 * k + 5] = wref[(size_t)c->n0 * k + 5] = 0x0003;
     float **y = out_rows(m, n), **y1 = out_rows(1, n);
-    fn(w, k, c->n0, c->n1, x, x_stride, m, y);
+    call(e, q, w, k, c->n0, c->n1, x, x_stride, m, y);
     long wrong = 0, unbounded = 0, touched = 0, variant = 0;
     for (uint32_t r = 0; r < m; r++) {
         const uint16_t *xr = (const uint16_t *)(x + r * x_stride);
-        fn(w, k, c->n0, c->n1, xr, x_stride, 1, y1); /* the same row alone: decode */
+        call(e, q, w, k, c->n0, c->n1, xr, x_stride, 1, y1); /* the same row alone: decode */
         for (uint32_t j = 0; j < n; j++) {
             if (j < c->n0 || j >= c->n1) {
                 touched += y[r][j] != SENTINEL || y1[0][j] != SENTINEL;
                 continue;
             }
-            const uint16_t *wr = w + (size_t)j * k;
+            const uint16_t *wr = wref + (size_t)j * k;
             float want = ref_dot(xr, wr, k);
             double exact = 0, mag = 0;
             for (uint32_t i = 0; i < k; i++) {
@@ -150,6 +216,7 @@ static void run_case(const char *label, matmul_fn fn, int emulated, const amx_ca
     free_rows(y1, 1);
     free(x);
     free(w);
+    free(wref);
 }
 
 static const amx_case cases[] = {
@@ -159,15 +226,25 @@ static const amx_case cases[] = {
     {2048, 96, 32, 96, 31}, {128, 17, 0, 17, 5},    {96, 64, 31, 64, 2},
 };
 
-static void run_all(const char *label, matmul_fn fn, int emulated) {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(label, fn, emulated, &cases[i]);
+/* Every case in BF16; the quantized formats on every other case (their
+ * decode feeds the same tiles, so the tiling edges are the BF16 run's). */
+static void run_all(const engine *e) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int q = -1; q <= KIPP_CPU_Q4_1; q++)
+            if (q < 0 || (i + (size_t)q) % 2 == 0) run_case(e, q, &cases[i]);
 }
 
 int main(void) {
 #if defined(__x86_64__)
-    const char *lacks = test_tier_lacks("avx512");
+    /* The emulated build needs AVX-512; its quantized rows, the avx512bf16
+     * tier's decoder (AVX512_BF16). */
+    const char *lacks = test_tier_lacks("avx512bf16");
     if (lacks) return test_skip_all(TEST_SKIP_MACHINE, lacks);
-    run_all("emulated", test_amx_emulated_matmul, 1);
+    /* Handing out a tier fills the FP16 scale table the block decoders
+     * read (dispatch.c), as opening a model does before any matmul. */
+    CHECK(kipp_cpu_kernels_by_name("avx512bf16") != NULL);
+    const engine emu = {"emulated", 1, NULL};
+    run_all(&emu);
 
     const kipp_cpu_kernels *amx = kipp_cpu_kernels_by_name("amx");
     const char *hw_lacks = test_tier_lacks("amx");
@@ -175,7 +252,8 @@ int main(void) {
            amx ? "available" : "unavailable", hw_lacks ? hw_lacks : "available");
     if (amx) {
         CHECK(amx->act_bf16 == 1 && strcmp(amx->name, "amx") == 0);
-        run_all("amx", amx->matmul_bf16, 0);
+        const engine hw = {"amx", 0, amx};
+        run_all(&hw);
         fprintf(stderr, "amx hardware: %ld of %ld outputs equal the emulation bit for bit\n",
                 hw_same, hw_total);
     } else {
