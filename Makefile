@@ -35,6 +35,7 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+AMX_EMU_OBJ := $(BUILD)/obj/tests/unit/amx_emulated.o
 DEPS      := $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_BINS:=.d) \
              $(BUILD)/obj/tests/unit/amx_emulated.d
 
@@ -100,23 +101,18 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(LIB_OBJS) $(TOOL_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(LIB_OBJS) $(TOOL_OBJS) $(LDLIBS_ALL)
-
-# The AMX matmul over emulated tile operations (tests/unit/amx_emulated.c):
-# compiled with the AVX-512 flags its repacking needs, linked into
-# test_cpu_amx only, which calls it only where the processor has AVX-512.
-AMX_EMU_OBJ = $(BUILD)/obj/tests/unit/amx_emulated.o
-$(AMX_EMU_OBJ): tests/unit/amx_emulated.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(AMX_EMU_FLAGS) -MMD -MP -c $< -o $@
-
-$(BUILD)/tests/test_cpu_amx: tests/unit/test_cpu_amx.c tests/unit/test_util.h $(AMX_EMU_OBJ) \
-                             $(LIB_OBJS) $(TOOL_OBJS)
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/test_util.h $(AMX_EMU_OBJ) $(LIB_OBJS) $(TOOL_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(AMX_EMU_OBJ) $(LIB_OBJS) $(TOOL_OBJS) \
 	    $(LDLIBS_ALL)
+
+# The AMX matmuls over emulated tile operations (tests/unit/amx_emulated.c):
+# compiled with the AVX-512 flags their repacking needs, linked into every
+# test; test_cpu_amx and the tier walks (test_tiers.h) call them only where
+# the processor has AVX512_BF16.
+$(AMX_EMU_OBJ): tests/unit/amx_emulated.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(AMX_EMU_FLAGS) -MMD -MP -c $< -o $@
 
 # The HTTP parser knows nothing of the engine; its test links it alone.
 $(BUILD)/tests/test_http: tests/unit/test_http.c tests/unit/test_util.h $(BUILD)/obj/src/server/http.o

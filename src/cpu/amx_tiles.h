@@ -16,11 +16,11 @@
  * each addition rounded to nearest even (the products of two BF16 values
  * are exact in FP32), BF16 denormal inputs read as zero, denormal results
  * flushed to zero, MXCSR neither read nor written. The emulation does
- * exactly that with fmaf. Whether the silicon rounds the same way is
- * something only a machine with AMX can say; the tier tests there hold the
- * real path to the same references within the BF16 bound, and hold its
- * decode and prefill to each other bit for bit (docs/ARCHITECTURE.md,
- * "The AMX tier").
+ * exactly that (a fused multiply-add per addition, then the flush).
+ * Whether the silicon rounds the same way is something only a machine with
+ * AMX can say; the tier tests there hold the real path to the same
+ * references within the BF16 bound, and hold its decode and prefill to
+ * each other bit for bit (docs/ARCHITECTURE.md, "The AMX tier").
  *
  * Tile numbers must be integer literals or macros expanding to them (they
  * are pasted into the instruction text). */
@@ -46,7 +46,7 @@ _Static_assert(sizeof(amx_tilecfg) == 64, "ldtilecfg reads 64 bytes");
 #define AMX_ROW_BYTES 64
 
 #if defined(KIPP_AMX_EMULATE)
-#include <math.h>
+#include <immintrin.h> /* the emulated dot product's loops (AVX-512) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,26 +111,45 @@ static inline float amx_emu_bf16(const uint8_t *p) {
     return f;
 }
 
-static inline float amx_emu_ftz(float f) {
-    return fabsf(f) < 0x1p-126f ? copysignf(0.0f, f) : f;
-}
-
 static inline void amx_emu_dpbf16ps(int c, int a, int b) {
     amx_emu_check(c), amx_emu_check(a), amx_emu_check(b);
     const amx_tilecfg *g = &amx_emu.cfg;
     int rows = g->rows[c], cols = g->colsb[c] / 4, pairs = g->colsb[a] / 4;
     if (g->rows[a] != rows || g->rows[b] != pairs || g->colsb[b] != g->colsb[c])
         amx_emu_fault("tdpbf16ps operand shapes do not match", c);
+    /* The operands as FP32 arrays with the rows m in the 16 lanes of an
+     * AVX-512 vector (the emulated build is compiled with AVX-512, like
+     * amx_matmul.h; the whole cpu backend runs on this in the tier tests):
+     * A's pair halves column by column (lanes past rows zero), B's as
+     * scalars, the accumulators transposed. vfmadd is IEEE fmaf (MXCSR
+     * keeps denormals), then the flush; each output's additions keep the
+     * reference's order. */
+    _Alignas(64) float a0[AMX_MAX_ROWS][16] = {{0}}, a1[AMX_MAX_ROWS][16] = {{0}};
+    _Alignas(64) float acc[16][16] = {{0}};
     for (int m = 0; m < rows; m++)
-        for (int p = 0; p < pairs; p++)
-            for (int n = 0; n < cols; n++) {
-                float acc;
-                memcpy(&acc, &amx_emu.tile[c][m][4 * n], 4);
-                const uint8_t *ap = &amx_emu.tile[a][m][4 * p], *bp = &amx_emu.tile[b][p][4 * n];
-                acc = amx_emu_ftz(fmaf(amx_emu_bf16(ap), amx_emu_bf16(bp), acc));
-                acc = amx_emu_ftz(fmaf(amx_emu_bf16(ap + 2), amx_emu_bf16(bp + 2), acc));
-                memcpy(&amx_emu.tile[c][m][4 * n], &acc, 4);
-            }
+        for (int p = 0; p < pairs; p++) {
+            a0[p][m] = amx_emu_bf16(&amx_emu.tile[a][m][4 * p]);
+            a1[p][m] = amx_emu_bf16(&amx_emu.tile[a][m][4 * p + 2]);
+        }
+    for (int m = 0; m < rows; m++)
+        for (int n = 0; n < cols; n++) memcpy(&acc[n][m], &amx_emu.tile[c][m][4 * n], 4);
+    const __m512 tiny = _mm512_set1_ps(0x1p-126f), sign = _mm512_set1_ps(-0.0f);
+    for (int n = 0; n < cols; n++) {
+        __m512 v = _mm512_load_ps(acc[n]);
+        for (int p = 0; p < pairs; p++) {
+            const float w0 = amx_emu_bf16(&amx_emu.tile[b][p][4 * n]);
+            const float w1 = amx_emu_bf16(&amx_emu.tile[b][p][4 * n + 2]);
+            v = _mm512_fmadd_ps(_mm512_load_ps(a0[p]), _mm512_set1_ps(w0), v);
+            v = _mm512_mask_and_ps(v, _mm512_cmp_ps_mask(_mm512_abs_ps(v), tiny, _CMP_LT_OQ), v,
+                                   sign);
+            v = _mm512_fmadd_ps(_mm512_load_ps(a1[p]), _mm512_set1_ps(w1), v);
+            v = _mm512_mask_and_ps(v, _mm512_cmp_ps_mask(_mm512_abs_ps(v), tiny, _CMP_LT_OQ), v,
+                                   sign);
+        }
+        _mm512_store_ps(acc[n], v);
+    }
+    for (int m = 0; m < rows; m++)
+        for (int n = 0; n < cols; n++) memcpy(&amx_emu.tile[c][m][4 * n], &acc[n][m], 4);
 }
 
 #define AMX_CONFIG(cfg) amx_emu_config(cfg)

@@ -14,6 +14,8 @@
 #include "core/common.h"
 #include "cpu/kernels.h"
 
+const kipp_cpu_kernels *kipp_cpu_amx_stand_in; /* kernels.h: tests only */
+
 float kipp_cpu_f16_table[65536];
 float kipp_cpu_f16_table_m16[65536];
 
@@ -126,7 +128,8 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
     if (strcmp(name, "avx512bf16") == 0) return has_avx512bf16() ? AVX512BF16_TABLE : NULL;
-    if (strcmp(name, "amx") == 0) return has_amx() ? AMX_TABLE : NULL;
+    if (strcmp(name, "amx") == 0)
+        return has_amx() ? AMX_TABLE : has_avx512bf16() ? kipp_cpu_amx_stand_in : NULL;
     return NULL;
 }
 

@@ -202,6 +202,14 @@ void kipp_cpu_amx_matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n
 void kipp_cpu_amx_matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
                               const void *x, size_t x_stride, uint32_t m, float *const *y);
 
+/* Tests only (tests/unit/test_tiers.h): the table kipp_cpu_kernels_by_name
+ * ("amx") -- and so cpu_isa amx -- hands out on a processor with
+ * AVX512_BF16 but no AMX: the amx tier over emulated tiles
+ * (tests/unit/amx_emulated.c), so that the whole cpu backend runs the
+ * tier's tiling and wiring wherever the tests run. NULL outside the tests,
+ * where such a processor is refused "amx". */
+extern const kipp_cpu_kernels *kipp_cpu_amx_stand_in;
+
 /* Quantized block formats, as the cross-file entry points below name them
  * (the tier files' QT_* have the same values). */
 typedef enum kipp_cpu_qtype { KIPP_CPU_Q8_0, KIPP_CPU_Q4_0, KIPP_CPU_Q4_1 } kipp_cpu_qtype;

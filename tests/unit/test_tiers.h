@@ -97,9 +97,22 @@ static inline int test_tier_cap(void) {
     return cap;
 }
 
+#if defined(__x86_64__)
+/* tests/unit/amx_emulated.c: the amx tier's table over emulated tiles. */
+const kipp_cpu_kernels *test_amx_emulated_table(void);
+#endif
+
 /* The kernel table of tier i when this test should run it; otherwise
  * reports the tier as a skip and returns NULL. A tier the processor has
- * but dispatch.c refuses (or the reverse) is a failure, not a skip. */
+ * but dispatch.c refuses (or the reverse) is a failure, not a skip.
+ *
+ * amx on a processor with AVX512_BF16 but no AMX runs on emulated tiles:
+ * the tier's own driver (src/cpu/amx_matmul.h) over amx_tiles.h's C
+ * operations, handed out by dispatch.c as kipp_cpu_amx_stand_in, so every
+ * test that walks the tiers -- and every model these tests open with
+ * cpu_isa amx -- runs the tier's tiling and wiring here too. Only the
+ * tile instructions themselves are not exercised, and the summary names
+ * that as a machine skip ("amx hardware"). */
 static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
     const char *name = test_tier_names[i];
     int cap = test_tier_cap();
@@ -114,6 +127,18 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
     }
     const kipp_cpu_kernels *k = kipp_cpu_kernels_by_name(name);
     const char *lacks = test_tier_lacks(name);
+#if defined(__x86_64__)
+    if (strcmp(name, "amx") == 0 && lacks && !test_tier_lacks("avx512bf16")) {
+        CHECKF(!k || k == kipp_cpu_amx_stand_in, "tier amx: dispatch hands out a table on a "
+                                                 "processor that %s", lacks);
+        kipp_cpu_amx_stand_in = test_amx_emulated_table();
+        k = kipp_cpu_kernels_by_name(name);
+        CHECKF(k == kipp_cpu_amx_stand_in, "tier amx: the emulated stand-in is not handed out");
+        fprintf(stderr, "tier amx: on emulated tiles (%s)\n", lacks);
+        test_skip_part(TEST_SKIP_MACHINE, "amx hardware (the tier ran on emulated tiles)", lacks);
+        return k;
+    }
+#endif
     CHECKF(!k == !!lacks, "tier %s: dispatch says %s, cpuid says %s", name,
            k ? "available" : "unavailable", lacks ? lacks : "available");
     if (!k) {
