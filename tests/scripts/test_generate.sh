@@ -124,40 +124,31 @@ KIPP_CPU_ISA=generic "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/
     bad "KIPP_CPU_ISA=generic failed: $(cat "$T/e")"
 [ "$(cat "$T/isa")" = "$(env -u KIPP_CPU_ISA "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids 2>/dev/null)" ] ||
     bad "generic tier gave $(cat "$T/isa")"
-# The opt-in avx512bf16 tier (auto never picks it): runs where the processor
-# has AVX-512 F/BW/VL/DQ + AVX512_BF16, else is refused with a message
-# naming the tier and the missing extension (no silent fallback). Its greedy
-# tokens may differ from the exact tiers' at a near-tie, so only the count
-# is checked here (test_cpu_backend holds its logits to the oracle).
+# The opt-in tiers (auto never picks them): avx512bf16 runs where the
+# processor has AVX-512 F/BW/VL/DQ + AVX512_BF16, amx where it also has
+# AMX-TILE and AMX-BF16 (and the OS's tile state); elsewhere each is refused
+# with a message naming the tier and what it needs (no silent fallback).
+# Their greedy tokens may differ from the exact tiers' at a near-tie, so only
+# the count is checked here (test_cpu_backend holds their logits to the
+# oracle). opt_in_tier TIER "CPU FLAGS" "WORD IN THE REFUSAL".
 flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) "
-bf16=yes
-for f in avx512f avx512bw avx512vl avx512dq avx512_bf16; do
-    case "$flags" in *" $f "*) ;; *) bf16=no ;; esac
-done
-KIPP_CPU_ISA=avx512bf16 "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e"
-rc=$?
-if [ $bf16 = yes ]; then
-    [ $rc -eq 0 ] && [ "$(tr ',' '\n' <"$T/isa" | grep -c .)" = 3 ] ||
-        bad "KIPP_CPU_ISA=avx512bf16 on a processor with it: exit $rc, '$(cat "$T/isa")', $(cat "$T/e")"
-else
-    [ $rc -ne 0 ] && grep -q "avx512bf16" "$T/e" && grep -q "AVX512_BF16" "$T/e" ||
-        bad "KIPP_CPU_ISA=avx512bf16 without AVX512_BF16: exit $rc, $(cat "$T/e")"
-fi
-# The opt-in amx tier: the same, with AMX-TILE and AMX-BF16 (and the OS's
-# tile state) on top; refused elsewhere with a message naming what it needs.
-amx=$bf16
-for f in amx_tile amx_bf16; do
-    case "$flags" in *" $f "*) ;; *) amx=no ;; esac
-done
-KIPP_CPU_ISA=amx "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e"
-rc=$?
-if [ $amx = yes ]; then
-    [ $rc -eq 0 ] && [ "$(tr ',' '\n' <"$T/isa" | grep -c .)" = 3 ] ||
-        bad "KIPP_CPU_ISA=amx on a processor with it: exit $rc, '$(cat "$T/isa")', $(cat "$T/e")"
-else
-    [ $rc -ne 0 ] && grep -q "cpu_isa amx" "$T/e" && grep -q "AMX-TILE" "$T/e" ||
-        bad "KIPP_CPU_ISA=amx without AMX: exit $rc, $(cat "$T/e")"
-fi
+opt_in_tier() {
+    has=yes
+    for f in $2; do
+        case "$flags" in *" $f "*) ;; *) has=no ;; esac
+    done
+    KIPP_CPU_ISA=$1 "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/isa" 2>"$T/e"
+    rc=$?
+    if [ $has = yes ]; then
+        [ $rc -eq 0 ] && [ "$(tr ',' '\n' <"$T/isa" | grep -c .)" = 3 ] ||
+            bad "KIPP_CPU_ISA=$1 on a processor with it: exit $rc, '$(cat "$T/isa")', $(cat "$T/e")"
+    else
+        [ $rc -ne 0 ] && grep -q "cpu_isa $1" "$T/e" && grep -q "$3" "$T/e" ||
+            bad "KIPP_CPU_ISA=$1 without $3: exit $rc, $(cat "$T/e")"
+    fi
+}
+opt_in_tier avx512bf16 "avx512f avx512bw avx512vl avx512dq avx512_bf16" AVX512_BF16
+opt_in_tier amx "avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16" AMX-TILE
 for cmd in "generate --tokens $P -n 1" bench serve chat; do
     # shellcheck disable=SC2086 # $cmd is the subcommand and its arguments
     KIPP_CPU_ISA=sse9 timeout 60 "$KIPP" $cmd -m "$M" >/dev/null 2>"$T/e" </dev/null
