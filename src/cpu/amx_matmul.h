@@ -79,33 +79,35 @@ static inline void amx_tile_shape(amx_tilecfg *cfg, int t, unsigned rows, unsign
     cfg->colsb[t] = (uint16_t)(rows ? colsb : 0);
 }
 
-/* Prefill: r0 and r1 activation rows in groups 0 and 1 (r1 may be 0). */
-static inline void amx_config_prefill(unsigned r0, unsigned r1) {
+/* Load a configuration: tile t gets rows[t] rows of colsb[t] bytes (0: unused). */
+static inline void amx_configure(const unsigned rows[AMX_TILES], const unsigned colsb[AMX_TILES]) {
     amx_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    amx_tile_shape(&cfg, AMX_C00, r0, 64);
-    amx_tile_shape(&cfg, AMX_C01, r0, 64);
-    amx_tile_shape(&cfg, AMX_A0, r0, 64);
-    amx_tile_shape(&cfg, AMX_C10, r1, 64);
-    amx_tile_shape(&cfg, AMX_C11, r1, 64);
-    amx_tile_shape(&cfg, AMX_A1, r1, 64);
-    amx_tile_shape(&cfg, AMX_B0, AMX_PAIRS, 64);
-    amx_tile_shape(&cfg, AMX_B1, AMX_PAIRS, 64);
+    for (int t = 0; t < AMX_TILES; t++) amx_tile_shape(&cfg, t, rows[t], colsb[t]);
     AMX_CONFIG(&cfg);
 }
 
-/* Decode: r0 and r1 weight rows in groups 0 and 1 (r1 may be 0). */
+/* Prefill: r0 and r1 activation rows in groups 0 and 1 (r1 may be 0). */
+static inline void amx_config_prefill(unsigned r0, unsigned r1) {
+    unsigned rows[AMX_TILES], colsb[AMX_TILES];
+    rows[AMX_C00] = rows[AMX_C01] = rows[AMX_A0] = r0;
+    rows[AMX_C10] = rows[AMX_C11] = rows[AMX_A1] = r1;
+    rows[AMX_B0] = rows[AMX_B1] = AMX_PAIRS;
+    for (int t = 0; t < AMX_TILES; t++) colsb[t] = AMX_ROW_BYTES;
+    amx_configure(rows, colsb);
+}
+
+/* Decode: r0 and r1 weight rows in groups 0 and 1 (r1 may be 0); the
+ * accumulators and the activation tile one 4-byte column wide. */
 static inline void amx_config_decode(unsigned r0, unsigned r1) {
-    amx_tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    amx_tile_shape(&cfg, AMX_DC0, r0, 4);
-    amx_tile_shape(&cfg, AMX_DA0, r0, 64);
-    amx_tile_shape(&cfg, AMX_DC1, r1, 4);
-    amx_tile_shape(&cfg, AMX_DA1, r1, 64);
-    amx_tile_shape(&cfg, AMX_DB, AMX_PAIRS, 4);
-    AMX_CONFIG(&cfg);
+    unsigned rows[AMX_TILES] = {0}, colsb[AMX_TILES] = {0};
+    rows[AMX_DC0] = rows[AMX_DA0] = r0;
+    rows[AMX_DC1] = rows[AMX_DA1] = r1;
+    rows[AMX_DB] = AMX_PAIRS;
+    colsb[AMX_DA0] = colsb[AMX_DA1] = AMX_ROW_BYTES;
+    colsb[AMX_DC0] = colsb[AMX_DC1] = colsb[AMX_DB] = 4;
+    amx_configure(rows, colsb);
 }
 
 /* 16 rows of 16 dwords (rows[n], 64 bytes each) transposed into dst[p][n]

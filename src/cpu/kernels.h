@@ -1,12 +1,14 @@
 /* The cpu backend's kernel table: one per instruction-set tier (generic C,
  * AVX2+FMA, AVX-512 with FP32 activations, AVX-512 with vdpbf16ps on BF16
- * activations), chosen once at model creation from CPUID, or
- * forced lower through kipp_model_options.cpu_isa (the CLI: KIPP_CPU_ISA).
+ * activations, and that with AMX tile matmuls), chosen once at model
+ * creation from CPUID, or forced through kipp_model_options.cpu_isa (the
+ * CLI: KIPP_CPU_ISA).
  *
  * BATCH INVARIANCE. Every kernel computes each output element with an
  * instruction sequence fixed by the weight shape alone:
  *  - matmul: output (m, n) = one accumulator chain over K in fixed chunks
- *    (tier's lane width), then one fixed lane-to-scalar tree. The
+ *    (tier's lane width), then one fixed lane-to-scalar tree (amx: one
+ *    tile element's chain over K, no tree; amx_matmul.h). The
  *    matrix-vector path (M = 1) and the blocked matrix-matrix path (M > 1)
  *    run exactly this sequence per (row, column) pair; the blocked path only
  *    reuses loaded weights across activation rows. Callers split output
