@@ -311,4 +311,17 @@ static inline void amx_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, u
     amx_matmul(&src, k, n0, n1, x, x_stride, m, y);
 }
 
+/* The three quantized entry points (kipp_cpu_matmul_q_fn) PREFIX##q8_0,
+ * PREFIX##q4_0, PREFIX##q4_1, with LINKAGE (empty or static): kernels_amx.c
+ * defines the tier's, tests/unit/amx_emulated.c the emulated ones. */
+#define AMX_MATMUL_Q_ENTRY(LINKAGE, NAME, Q)                                                 \
+    LINKAGE void NAME(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,    \
+                      size_t x_stride, uint32_t m, float *const *y) {                        \
+        amx_matmul_q(Q, w, k, n0, n1, x, x_stride, m, y);                                    \
+    }
+#define AMX_MATMUL_Q_ENTRIES(LINKAGE, PREFIX)                                                \
+    AMX_MATMUL_Q_ENTRY(LINKAGE, PREFIX##q8_0, KIPP_CPU_Q8_0)                                 \
+    AMX_MATMUL_Q_ENTRY(LINKAGE, PREFIX##q4_0, KIPP_CPU_Q4_0)                                 \
+    AMX_MATMUL_Q_ENTRY(LINKAGE, PREFIX##q4_1, KIPP_CPU_Q4_1)
+
 #endif

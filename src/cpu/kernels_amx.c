@@ -20,18 +20,5 @@ void kipp_cpu_amx_matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32
     amx_matmul_bf16(w, k, n0, n1, x, x_stride, m, y);
 }
 
-void kipp_cpu_amx_matmul_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
-                              const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-
-void kipp_cpu_amx_matmul_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
-                              const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-
-void kipp_cpu_amx_matmul_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1,
-                              const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+AMX_MATMUL_Q_ENTRIES(, kipp_cpu_amx_matmul_)
 #endif

@@ -22,18 +22,7 @@ void test_amx_emulated_matmul_q(int q, const void *w, uint32_t k, uint32_t n0, u
     amx_matmul_q(q, w, k, n0, n1, x, x_stride, m, y);
 }
 
-static void emu_q8_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                     size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q8_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void emu_q4_0(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                     size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q4_0, w, k, n0, n1, x, x_stride, m, y);
-}
-static void emu_q4_1(const void *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                     size_t x_stride, uint32_t m, float *const *y) {
-    amx_matmul_q(KIPP_CPU_Q4_1, w, k, n0, n1, x, x_stride, m, y);
-}
+AMX_MATMUL_Q_ENTRIES(static, emu_)
 
 /* The amx tier's table as kernels_avx512bf16.c builds it, with these
  * emulated matmuls in place of kernels_amx.c's (kipp_cpu_amx_stand_in). */
