@@ -6,7 +6,7 @@
  * FP32 in value order. One 8-lane accumulator per output, lane j summing
  * k = j, j+8, ... by FMA; the lanes fold in one fixed tree (hsum8). Every
  * tile -- matrix-vector (8 BF16 or 4 quantized weight rows x 1) and
- * matrix-matrix (4 weight rows x 3 activation rows), whatever the weight
+ * matrix-matrix (3 weight rows x 4 activation rows), whatever the weight
  * source -- runs exactly this per output (tile_span). */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -129,10 +129,19 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     for (int v = 0; v < 4; v++) _mm256_store_ps(dst + 8 * v, wv[v]);
 }
 
-/* Matrix-matrix tiles: 4 weight rows x 3 activation rows -- 12
- * accumulators, 3 activation vectors and a weight vector fill the 16 YMM
- * registers. */
-#define MC 3
+/* Matrix-matrix tiles: 3 weight rows x 4 activation rows -- 12
+ * accumulators, the 3 weight vectors of a step and one activation vector at
+ * a time fill the 16 YMM registers. The weight rows stream from L2 past an
+ * activation tile held in L1 (kernels_blocked.h), so the shape sets the L2
+ * traffic: 3 x 4 reads 3 weight vectors per 12 FMAs (16 bytes a cycle at
+ * two FMAs a cycle, the avx512 tile's 4 x 4 ratio), 4 x 3 read 4 (21 bytes
+ * a cycle). Zen 4, KIPP_CPU_ISA=avx2, prefill 512 interleaved with the 4 x 3
+ * build: -6 to +14 %, about +5 % on average (stop 31); the matmul alone (M =
+ * 128, two threads) 128-160 -> 160-168 GFLOPS at BF16. 2 x 6 lost (~20 %:
+ * six activation rows of a span do not stay in L1 beside the stream), and
+ * 4 x 3 with the weight vectors loaded first spilled (~-35 %). */
+#define MR 3
+#define MC 4
 
 /* tile_span: chunks [k0, k1) of an R x C tile (R weight rows x C
  * activation rows; R, C, PF and src compile-time constants at every call
@@ -160,24 +169,24 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     if (src == SRC_BF16 || src == SRC_DEC) {
         seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 8) {
-            __m256 xv[MC];
             if (i % 32 == 0) seq_pf_step(&sp, src, R, PF);
-            #pragma GCC unroll 8
-            for (int c = 0; c < C; c++)
-                xv[c] = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
+            __m256 wv[8];
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                __m256 wv;
                 if (src == SRC_DEC) {
-                    wv = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
+                    wv[r] = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
                     if (PF == PF_ROWS && i % 32 == 0) /* one 64-byte line per 32 values */
                         _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
-                    wv = bf16x8_to_f32(wr);
+                    wv[r] = bf16x8_to_f32(wr);
                 }
+            }
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                __m256 xv = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
                 #pragma GCC unroll 8
-                for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+                for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
             }
         }
     } else { /* quantized rows, a 32-value block at a time */

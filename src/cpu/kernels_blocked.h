@@ -5,7 +5,9 @@
  * it defines:
  *
  *   vf, MC                   the tier's vector; activation rows per
- *                            matrix-matrix tile, 3 to 6 (its weight rows: 4)
+ *                            matrix-matrix tile, 3 to 6
+ *   MR                       optional: weight rows per matrix-matrix tile
+ *                            (4 unless defined; avx2: 3)
  *   tile_span(...)           chunks [k0, k1) of an R x C tile from one
  *                            weight source (SRC_BF16, SRC_DEC, QT_*),
  *                            accumulators parked in carry[r][c] between
@@ -26,6 +28,9 @@
 #define KIPP_CPU_KERNELS_BLOCKED_H
 
 #define W_BLOCK 64 /* weight rows kept hot in L2 while activation rows stream */
+#ifndef MR
+#define MR 4
+#endif
 /* Chunks of K per pass over a block's weight tiles: an activation tile of
  * a 1024-value span (AVX-512: 4 rows, 16 KiB FP32) stays in L1 while the
  * block's weight tiles stream past it from L2. Whole rows of the down
@@ -58,8 +63,8 @@ static inline __attribute__((always_inline)) void decode_rows(const void *w, int
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
  * (BF16 rows of w, quantized rows row_bytes apart, or decoded rows of w from
- * row0), at most W_BLOCK of them: 4 x MC tiles, the last rows in one more
- * pass over the weights; K in spans of K_SPAN, each activation tile's
+ * row0), at most W_BLOCK of them: MR x MC tiles, the last rows in a 2-row
+ * tile and 1-row tiles; K in spans of K_SPAN, each activation tile's
  * accumulators carried between spans in carry[]. */
 static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
                                                              size_t row_bytes, uint32_t row0,
@@ -72,9 +77,14 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
     do {                                                                                    \
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
-            for (; n + 4 <= ne; n += 4)                                                     \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 4, C, 0, n, r, y, k0, k1, \
+            for (; n + MR <= ne; n += MR)                                                   \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, r, y, k0, k1, \
                           carry + (n - nb));                                                \
+            if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, r, y, k0, k1,  \
+                          carry + (n - nb));                                                \
+                n += 2;                                                                     \
+            }                                                                               \
             for (; n < ne; n++)                                                             \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
                           carry + (n - nb));                                                \
