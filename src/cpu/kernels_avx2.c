@@ -135,11 +135,13 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * activation tile held in L1 (kernels_blocked.h), so the shape sets the L2
  * traffic: 3 x 4 reads 3 weight vectors per 12 FMAs (16 bytes a cycle at
  * two FMAs a cycle, the avx512 tile's 4 x 4 ratio), 4 x 3 read 4 (21 bytes
- * a cycle). Zen 4, KIPP_CPU_ISA=avx2, prefill 512 interleaved with the 4 x 3
- * build: -6 to +14 %, about +5 % on average (stop 31); the matmul alone (M =
- * 128, two threads) 128-160 -> 160-168 GFLOPS at BF16. 2 x 6 lost (~20 %:
- * six activation rows of a span do not stay in L1 beside the stream), and
- * 4 x 3 with the weight vectors loaded first spilled (~-35 %). */
+ * a cycle). Zen 4, KIPP_CPU_ISA=avx2 (stop 31): the matmul alone (M = 128,
+ * two threads, interleaved) BF16 166-171 -> 178-182 GFLOPS, decoded Q4_0
+ * 200-203 -> 204-206; prefill 512 in the engine -6 to +14 %, about +5 % on
+ * average. 2 x 6 lost ~20 % (its activation tile, 24 KiB a span, is most
+ * of L1: the likely reason), and 4 x 3 with the weight vectors loaded
+ * first ~35 % (4 weight vectors, 12 accumulators and an activation vector
+ * are one more than the 16 registers). */
 #define MR 3
 #define MC 4
 
