@@ -135,8 +135,13 @@ typedef enum kipp_backend_kind {
  * terms: avx512bf16's numerics but for the BF16 matmul's accumulation, which
  * runs on AMX tiles (TDPBF16PS; needs AMX-TILE and AMX-BF16, the OS's tile
  * state and its per-process permission; docs/ARCHITECTURE.md, "The AMX
- * tier"). New tiers come last in the enum so the older values keep their
- * numbers. Asking for a tier this processor
+ * tier"). AVX2I8 is opt-in too, for quantized models on AVX2 processors:
+ * avx2 but for the quantized-weight matmuls, which quantize activations
+ * to 8 bits per 32 values and use integer dot products as llama.cpp does
+ * (decode of 4-bit weights no longer bound by decoding them to FP32; logits
+ * off the oracle's by the activations' quantization; docs/ARCHITECTURE.md,
+ * "The avx2i8 tier"). New tiers come last in the enum so the older values
+ * keep their numbers. Asking for a tier this processor
  * cannot run fails kipp_model_open with KIPP_E_BACKEND, never falls back
  * silently. Off x86-64 only AUTO and GENERIC exist. */
 typedef enum kipp_cpu_isa {
@@ -146,9 +151,10 @@ typedef enum kipp_cpu_isa {
     KIPP_CPU_ISA_AVX512,
     KIPP_CPU_ISA_AVX512BF16, /* opt-in: BF16 activations (see above) */
     KIPP_CPU_ISA_AMX,        /* opt-in: BF16 activations, AMX tile matmuls */
+    KIPP_CPU_ISA_AVX2I8,     /* opt-in: 8-bit activations in quantized matmuls */
 } kipp_cpu_isa;
 
-/* "auto", "generic", "avx2", "avx512", "avx512bf16", "amx" (NULL for values
+/* "auto", "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8" (NULL for values
  * out of range). */
 KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
 /* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.

@@ -1,6 +1,6 @@
 /* Kernel tier selection: the best FP32-activation tier the processor (and
  * the OS, which must save the wider registers) supports -- never the
- * opt-in avx512bf16 or amx -- or the one the caller forced
+ * opt-in avx512bf16, amx or avx2i8 -- or the one the caller forced
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
@@ -109,6 +109,7 @@ static bool prefers_rows_prefetch(void) {
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
+#define AVX2I8_TABLE (&kipp_cpu_kernels_avx2i8)
 #else
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
@@ -119,6 +120,7 @@ static bool prefers_rows_prefetch(void) { return false; }
 #define AVX512BF16_TABLE NULL
 #define AVX512_TABLE NULL
 #define AVX2_TABLE NULL
+#define AVX2I8_TABLE NULL
 #endif
 
 const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
@@ -126,6 +128,7 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     f16_table_init();
     if (strcmp(name, "generic") == 0) return &kipp_cpu_kernels_generic;
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
+    if (strcmp(name, "avx2i8") == 0) return has_avx2() ? AVX2I8_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
     if (strcmp(name, "avx512bf16") == 0) return has_avx512bf16() ? AVX512BF16_TABLE : NULL;
     if (strcmp(name, "amx") == 0)
@@ -154,7 +157,8 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
         return NULL;
     }
     if (isa == KIPP_CPU_ISA_AUTO) {
-        /* Never avx512bf16 or amx: they round activations to BF16, and their logits
+        /* Never avx512bf16, amx or avx2i8: they round activations to BF16
+         * (avx2i8: to 8 bits in quantized matmuls), and their logits
          * may then pick another argmax than the oracle at a near-tie,
          * which DESIGN section 7 forbids for the default. Opt-in only
          * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
@@ -165,7 +169,8 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
     const char *name = kipp_cpu_isa_name(isa);
     if (!name) {
         snprintf(why, why_size,
-                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16, amx)",
+                 "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16, "
+                 "amx, avx2i8)",
                  (int)isa);
         return NULL;
     }

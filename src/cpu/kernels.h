@@ -18,9 +18,9 @@
  *    block; rows of one session share each loaded block, but a row's
  *    operations and their order are those of the row alone.
  *  - norms and elementwise ops work on one row at a time.
- * Tiers differ from each other (lane width, lane order, fold, and on
- * avx512bf16 and amx activations rounded to BF16); each is invariant in
- * itself. */
+ * Tiers differ from each other (lane width, lane order, fold, on
+ * avx512bf16 and amx activations rounded to BF16, on avx2i8 quantized
+ * matmuls on 8-bit activations); each is invariant in itself. */
 #ifndef KIPP_CPU_KERNELS_H
 #define KIPP_CPU_KERNELS_H
 
@@ -134,7 +134,7 @@ typedef void (*kipp_cpu_attention_q8_fn)(const float *q, size_t q_stride, uint32
                                          size_t out_stride, float *scratch);
 
 typedef struct kipp_cpu_kernels {
-    const char *name; /* "generic", "avx2", "avx512", "avx512bf16", "amx" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8" */
     /* 1 when pack_act rounds activations to BF16 (round to nearest even;
      * the matmuls then multiply BF16 by BF16 exactly): the tests' scalar
      * references round the same way. 0: activations stay FP32. */
@@ -143,6 +143,11 @@ typedef struct kipp_cpu_kernels {
      * FP32 value) to BF16 (RNE) before multiplying: the tests' references
      * round the same way. 0: they multiply the oracle's FP32 weights. */
     int qweights_bf16;
+    /* 1 when the quantized matmuls multiply the activations quantized to
+     * 8 bits per 32-value block, with integer dot products (avx2i8,
+     * kernels_avx2i8.c says exactly how): the tests' references quantize
+     * the same way. 0: FP32 (or act_bf16's BF16) activations. */
+    int act_i8;
     /* Packed activation bytes for a row of k values (a multiple of 64). */
     size_t (*act_bytes)(uint32_t k);
     /* FP32 row -> the format this tier's BF16 matmul reads. */
@@ -191,6 +196,10 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
+/* The opt-in avx2i8 tier: avx2 with integer-dot quantized matmuls on 8-bit
+ * activations (kernels_avx2i8.c). */
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq;
 /* The amx tier: avx512bf16's table with every matmul on AMX tiles
  * (kernels_amx.c, amx_matmul.h). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_amx;

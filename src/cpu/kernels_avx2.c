@@ -15,6 +15,7 @@
 
 #include "cpu/kernels.h"
 
+#ifndef KIPP_AVX2_I8 /* kernels_avx2i8.c brings its own activation format */
 static size_t act_bytes(uint32_t k) {
     size_t b = (size_t)k * sizeof(float);
     return (b + 63) & ~(size_t)63;
@@ -23,6 +24,9 @@ static size_t act_bytes(uint32_t k) {
 static void pack_act(const float *x, uint32_t k, void *dst) {
     memcpy(dst, x, (size_t)k * sizeof(float));
 }
+/* FP32 value i (a multiple of 8) of packed activation row xr. */
+#define ACT_F32(xr, i) ((const float *)(xr) + (i))
+#endif
 
 /* ((0+4)+(2+6)) + ((1+5)+(3+7)) -- the one lane-to-scalar fold. */
 static inline float hsum8(__m256 v) {
@@ -186,7 +190,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             }
             #pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
-                __m256 xv = _mm256_loadu_ps((const float *)(x + (size_t)(m + c) * x_stride) + i);
+                __m256 xv = _mm256_loadu_ps(ACT_F32(x + (size_t)(m + c) * x_stride, i));
                 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
             }
@@ -203,7 +207,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 qweights(src, qtile_block(&qt, r), 0, wv);
                 #pragma GCC unroll 8
                 for (int c = 0; c < C; c++) {
-                    const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
+                    const float *xc = ACT_F32(x + (size_t)(m + c) * x_stride, i);
                     #pragma GCC unroll 4
                     for (int v = 0; v < 4; v++)
                         acc[r][c] = _mm256_fmadd_ps(wv[v], _mm256_loadu_ps(xc + 8 * v), acc[r][c]);
@@ -355,6 +359,7 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
 #include "cpu/kernels_att.h"
 
 
+#ifndef KIPP_AVX2_I8
 /* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */
 #define TIER_TABLE(SUF, SEQ, TWIN)                                                             \
     {                                                                                          \
@@ -366,4 +371,5 @@ static inline void att_store(const float *oh, float run_sum, float *out) {
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx2 = TIER_TABLE(, 0, &kipp_cpu_kernels_avx2_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq = TIER_TABLE(_seq, 1, NULL);
+#endif /* !KIPP_AVX2_I8 */
 #endif

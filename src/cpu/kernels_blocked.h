@@ -132,6 +132,7 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
     matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_SEQ);
 }
 
+#ifndef KIPP_BLOCKED_BF16_ONLY /* avx2i8 has its own quantized matmuls */
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
  * stack (384 KiB: 32 FP32 rows of Qwen3-0.6B's K = 3072, 64 BF16 ones;
  * fewer rows stream the activations from L3 too often) and runs every
@@ -187,5 +188,6 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
 
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
 KIPP_CPU_MATMUL_Q_ENTRIES(_seq, PF_SEQ)
+#endif /* !KIPP_BLOCKED_BF16_ONLY */
 
 #endif

@@ -235,6 +235,9 @@ static void run_model(const char *name, plan p) {
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
         if (!kern) continue;
         const char *isa = test_tier_names[t];
+        /* avx2i8 quantizes activations only for quantized weights: on
+         * these BF16 models it is avx2 bit for bit, held to the exact
+         * bounds (its BF16 matmul reads its own activation format). */
         tier_bf16 = kern->act_bf16;
         nmse_bound = tier_bf16 ? p.nmse_bound_bf16 : p.nmse_bound;
         tally = (test_argmax_tally){0};

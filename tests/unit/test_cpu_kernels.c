@@ -55,7 +55,9 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     for (int i = 0; i < M * K; i++) x[i] = frand() * 3.0f;
     size_t stride = kr->act_bytes(K);
     CHECK(stride >= (size_t)K * 2 && stride % 64 == 0);
-    static uint8_t act[M * K_LONG * 4 + 64 * M];
+    /* at most 6 bytes a value: avx2i8's FP32 values, int8 copies, scales */
+    static uint8_t act[M * K_LONG * 6 + 64 * M];
+    CHECK(stride <= (size_t)K * 6 + 64);
     for (int r = 0; r < M; r++) kr->pack_act(x + r * K, K, act + r * stride);
     /* A tier that rounds activations to BF16 (kernels.h act_bf16): the
      * packed row is exactly the RNE-rounded values in order, and the
@@ -114,7 +116,8 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
         const kipp_cpu_kernels *tw = kr->seq_twin;
         CHECKF(!strcmp(tw->name, kr->name) && tw->decode_seq && !kr->decode_seq &&
                    !tw->seq_twin && tw->pack_act == kr->pack_act &&
-                   tw->attention == kr->attention && tw->act_bf16 == kr->act_bf16,
+                   tw->attention == kr->attention && tw->act_bf16 == kr->act_bf16 &&
+                   tw->act_i8 == kr->act_i8,
                "%s: the seq twin differs beyond the decode matmuls", kr->name);
         static float y_seq[M][N];
         for (int r = 0; r < M; r++) {
@@ -127,7 +130,7 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     }
     /* Packing a 32-aligned slice lands at byte offset act_bytes(off) (the
      * forward packs heads and thread column ranges separately). */
-    static uint8_t act2[K_LONG * 4 + 64];
+    static uint8_t act2[K_LONG * 6 + 64];
     kr->pack_act(x, 96, act2);
     kr->pack_act(x + 96, K - 96, act2 + kr->act_bytes(96));
     CHECKF(memcmp(act2, act, kr->act_bytes(K)) == 0, "%s: sliced pack differs", kr->name);
@@ -388,7 +391,7 @@ static void test_auto_tier(void) {
     char why[192] = "";
     const kipp_cpu_kernels *k =
         kipp_cpu_select_kernels(KIPP_CPU_ISA_AUTO, KIPP_CPU_DECODE_PREFETCH_AUTO, why, sizeof why);
-    CHECKF(k && strcmp(k->name, best) == 0 && !k->act_bf16, "auto picks %s, want %s",
+    CHECKF(k && strcmp(k->name, best) == 0 && !k->act_bf16 && !k->act_i8, "auto picks %s, want %s",
            k ? k->name : "nothing", best);
     /* The decode prefetch: auto resolves to rows or seq, the table follows
      * it on SIMD tiers, each forced value gives its table, and an unknown
@@ -419,6 +422,19 @@ static void test_auto_tier(void) {
     else
         CHECKF(!k && strstr(why, "avx512bf16") && strstr(why, "AVX512_BF16"),
                "avx512bf16 without the extension: %s", k ? k->name : why);
+    /* avx2i8: opt-in, avx2's table but for the quantized matmuls and the
+     * activation format they need; refused by name without AVX2. */
+    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX2I8, KIPP_CPU_DECODE_PREFETCH_ROWS, why,
+                                sizeof why);
+    if (!test_tier_lacks("avx2")) {
+        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name("avx2");
+        CHECKF(k && b && strcmp(k->name, "avx2i8") == 0 && k->act_i8 && !k->act_bf16 &&
+                   !k->qweights_bf16 && k->pack_act != b->pack_act &&
+                   k->matmul_q4_0 != b->matmul_q4_0,
+               "forced avx2i8: %s", k ? k->name : why);
+    } else {
+        CHECKF(!k && strstr(why, "avx2i8"), "avx2i8 without AVX2: %s", k ? k->name : why);
+    }
     /* amx: opt-in as well, the avx512bf16 table but for its matmuls. The
      * tests' emulated stand-in (test_tiers.h) is set aside for this: a
      * processor without AMX refuses the tier. */

@@ -67,6 +67,78 @@ static void q8d(const void *b, size_t n, float *o) { kipp_dequantize_q8_0(b, n, 
 static void q40d(const void *b, size_t n, float *o) { kipp_dequantize_q4_0(b, n, o); }
 static void q41d(const void *b, size_t n, float *o) { kipp_dequantize_q4_1(b, n, o); }
 
+/* The avx2i8 tier's numerics (kernels.h act_i8), written from the
+ * definition in kernels_avx2i8.c's header comment, not from its code: each
+ * 32-value block of activations as int8 xq = RNE(x * 127 / amax) with d_x
+ * = amax / 127 and s_x = d_x * sum xq; per weight block, lane j (values 4j
+ * .. 4j+3) sums wq * xq exactly and accumulates FMA(p_j, d_w * d_x);
+ * Q4_1 adds FMA(m, s_x) in a separate chain; avx2's fold of the 8 lanes.
+ * The tier must match this bit for bit. */
+typedef struct i8_row {
+    int8_t q[K_LONG];
+    float d[K_LONG / 32], s[K_LONG / 32];
+} i8_row;
+
+static void i8_quantize(const float *x, int K, i8_row *a) {
+    for (int b = 0; b < K / 32; b++) {
+        float amax = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < 32; i++) {
+            float v = fabsf(x[32 * b + i]);
+            bad |= !isfinite(v);
+            if (v > amax) amax = v;
+        }
+        float d = bad ? NAN : amax / 127.0f, id = bad || amax == 0.0f ? 0.0f : 127.0f / amax;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            int q = bad ? 0 : (int)nearbyintf(x[32 * b + i] * id);
+            a->q[32 * b + i] = (int8_t)q;
+            sum += q;
+        }
+        a->d[b] = d;
+        a->s[b] = d * (float)sum;
+    }
+}
+
+/* Output for weight row wrow (t: 0 Q8_0, 1 Q4_0, 2 Q4_1) and activations a. */
+static float i8_dot(int t, const uint8_t *wrow, int K, const i8_row *a) {
+    float acc[8] = {0}, ms = 0.0f;
+    for (int b = 0; b < K / 32; b++) {
+        int wq[32];
+        float dw, m = 0.0f;
+        if (t == 0) {
+            const kipp_block_q8_0 *blk = (const kipp_block_q8_0 *)wrow + b;
+            dw = kipp_fp16_to_f32(blk->d);
+            for (int i = 0; i < 32; i++) wq[i] = blk->qs[i];
+        } else {
+            const uint8_t *qs;
+            if (t == 1) {
+                const kipp_block_q4_0 *blk = (const kipp_block_q4_0 *)wrow + b;
+                dw = kipp_fp16_to_f32(blk->d);
+                qs = blk->qs;
+            } else {
+                const kipp_block_q4_1 *blk = (const kipp_block_q4_1 *)wrow + b;
+                dw = kipp_fp16_to_f32(blk->d);
+                m = kipp_fp16_to_f32(blk->m);
+                qs = blk->qs;
+            }
+            for (int i = 0; i < 16; i++) {
+                wq[i] = (qs[i] & 15) - (t == 1 ? 8 : 0);
+                wq[i + 16] = (qs[i] >> 4) - (t == 1 ? 8 : 0);
+            }
+        }
+        float dd = dw * a->d[b];
+        for (int j = 0; j < 8; j++) {
+            int p = 0;
+            for (int i = 4 * j; i < 4 * j + 4; i++) p += wq[i] * a->q[32 * b + i];
+            acc[j] = fmaf((float)p, dd, acc[j]);
+        }
+        if (t == 2) ms = fmaf(m, a->s[b], ms);
+    }
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    return t == 2 ? s + ms : s;
+}
+
 static kipp_cpu_matmul_q_fn pick(const kipp_cpu_kernels *k, int t) {
     return t == 0 ? k->matmul_q8_0 : t == 1 ? k->matmul_q4_0 : k->matmul_q4_1;
 }
@@ -91,13 +163,21 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
             wf[n * K + i] = n == 7 ? 0.0f
                             : (uni() + (n % 3 == 0 ? 0.6f : 0.0f)) *
                                   powf(2.0f, n == 5 ? -20.0f : (float)(n % 9) - 4);
+    static i8_row xi8[MMAX], hot8[MMAX];
     for (int r = 0; r < MMAX; r++) {
         for (int i = 0; i < K; i++) x[r * K + i] = uni() * (1.0f + (float)r);
+        if (r == 2) /* a block of zeros (d_x = 0) and a block with one value */
+            for (int i = 0; i < 64 && i < K; i++) x[r * K + i] = i == 40 ? -3.0f : 0.0f;
         kern->pack_act(x + r * K, K, act + r * stride);
         /* The reference multiplies what the tier multiplies: on a tier that
-         * rounds activations to BF16 (RNE), the rounded values. */
+         * rounds activations to BF16 (RNE), the rounded values; on avx2i8
+         * the int8 values times their block's scale. */
         if (kern->act_bf16)
             for (int i = 0; i < K; i++) x[r * K + i] = kipp_bf16_to_f32(kipp_f32_to_bf16(x[r * K + i]));
+        if (kern->act_i8) {
+            i8_quantize(x + r * K, K, &xi8[r]);
+            for (int i = 0; i < K; i++) x[r * K + i] = xi8[r].d[i / 32] * xi8[r].q[i];
+        }
     }
     for (int t = 0; t < 3; t++) {
         void *wq = malloc(types[t].block * (K / 32) * N);
@@ -123,6 +203,18 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
             }
         CHECKF(worst <= MATMUL_Q_TOL, "%s %s: worst relative error %g", kern->name,
                types[t].name, worst);
+        /* avx2i8: bitwise the scalar definition of its numerics. */
+        size_t row_bytes = types[t].block * (K / 32);
+        if (kern->act_i8) {
+            int off = 0;
+            for (int r = 0; r < MMAX; r++)
+                for (int n = 0; n < N; n++) {
+                    float want = i8_dot(t, (const uint8_t *)wq + n * row_bytes, K, &xi8[r]);
+                    off += memcmp(&want, &ys[r][n], 4) != 0;
+                }
+            CHECKF(off == 0, "%s %s: %d outputs differ from the int8 reference's bits",
+                   kern->name, types[t].name, off);
+        }
         /* Every M, and odd column ranges: bitwise the same outputs. */
         int diffs = 0;
         for (int m = 1; m <= MMAX; m++) {
@@ -164,6 +256,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
             for (int r = 0; r < MMAX; r++) {
                 onehot[block0[p] + offs[r]] = 1.0f;
                 kern->pack_act(onehot, K, hot + r * stride);
+                if (kern->act_i8) i8_quantize(onehot, K, &hot8[r]);
                 onehot[block0[p] + offs[r]] = 0.0f;
             }
             free(onehot);
@@ -171,7 +264,11 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
             for (int r = 0; r < MMAX; r++) {
                 mm(wq, K, 0, N, hot + r * stride, stride, 1, pyc);
                 for (int n = 0; n < N; n++) {
-                    float want = wd[n * K + block0[p] + offs[r]];
+                    /* avx2i8: 127 times the weight's integer, times d_w and
+                     * d_x = 1/127 (rounded): its reference's bits */
+                    float want = kern->act_i8
+                                     ? i8_dot(t, (const uint8_t *)wq + n * row_bytes, K, &hot8[r])
+                                     : wd[n * K + block0[p] + offs[r]];
                     wrong += !(yb[r][n] == want) || !(yc[0][n] == want);
                 }
             }

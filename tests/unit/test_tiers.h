@@ -5,9 +5,12 @@
  * as a machine skip (test_util.h), with the feature the processor lacks.
  *
  * The opt-in avx512bf16 and amx tiers (auto never picks them) are walked
- * like the others where the processor has them, last and in that order:
- * an unset KIPP_CPU_ISA or KIPP_CPU_ISA=amx runs both, KIPP_CPU_ISA=
+ * like the others where the processor has them, in that order after
+ * avx512: an unset KIPP_CPU_ISA or KIPP_CPU_ISA=amx runs both, KIPP_CPU_ISA=
  * avx512bf16 runs avx512bf16 and leaves amx out, any lower cap neither.
+ * The opt-in avx2i8 comes last but needs only what avx2 needs, so it ranks
+ * with avx2: every cap from avx2 up runs it (KIPP_CPU_ISA=avx2 is an
+ * AVX2-only machine, which has it), and KIPP_CPU_ISA=avx2i8 caps as avx2.
  *
  * Tests that open the cpu backend per tier set KIPP_CPU_ISA themselves, so
  * the cap is read once, before the first setenv. */
@@ -28,9 +31,12 @@
 #include <unistd.h>
 #endif
 
-enum { TEST_TIER_COUNT = 5 };
+enum { TEST_TIER_COUNT = 6 };
 static const char *const test_tier_names[TEST_TIER_COUNT] = {"generic", "avx2", "avx512",
-                                                             "avx512bf16", "amx"};
+                                                             "avx512bf16", "amx", "avx2i8"};
+/* Tier i's place in the cap order (the index of the tier whose hardware it
+ * needs): avx2i8 runs wherever avx2 does. */
+static inline int test_tier_rank(int i) { return i == 5 ? 1 : i; }
 
 #if defined(__x86_64__)
 static inline uint64_t test_xgetbv0(void) {
@@ -45,6 +51,7 @@ static inline uint64_t test_xgetbv0(void) {
  * src/cpu/dispatch.c on purpose: the two must agree, and a test checks it. */
 static inline const char *test_tier_lacks(const char *tier) {
     if (strcmp(tier, "generic") == 0) return NULL;
+    if (strcmp(tier, "avx2i8") == 0) tier = "avx2";
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return "cpu lacks cpuid leaf 1";
@@ -76,23 +83,23 @@ static inline const char *test_tier_lacks(const char *tier) {
 #endif
 }
 
-/* Index of the highest tier to run: KIPP_CPU_ISA's when set, else the last.
+/* Rank of the highest tier to run: KIPP_CPU_ISA's when set, else amx's.
  * -1 when KIPP_CPU_ISA names no tier (reported as a failure: the caller
  * asked for something that does not exist). Read once (see the top). */
 static inline int test_tier_cap(void) {
     static int cap = -2;
     if (cap != -2) return cap;
     const char *forced = getenv("KIPP_CPU_ISA");
-    cap = TEST_TIER_COUNT - 1;
+    cap = 4; /* amx, the highest rank */
     if (forced && *forced) {
         cap = -1;
         for (int i = 0; i < TEST_TIER_COUNT; i++)
-            if (strcmp(forced, test_tier_names[i]) == 0) cap = i;
-        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16, amx)",
-               forced);
+            if (strcmp(forced, test_tier_names[i]) == 0) cap = test_tier_rank(i);
+        CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16, amx, "
+                         "avx2i8)", forced);
         if (cap >= 0)
             fprintf(stderr, "KIPP_CPU_ISA=%s: tiers above %s are left out as on a machine "
-                            "without them\n", forced, forced);
+                            "without them\n", forced, test_tier_names[cap]);
     }
     return cap;
 }
@@ -116,7 +123,7 @@ const kipp_cpu_kernels *test_amx_emulated_table(void);
 static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
     const char *name = test_tier_names[i];
     int cap = test_tier_cap();
-    if (i > cap) {
+    if (test_tier_rank(i) > cap) {
         if (cap >= 0) {
             char why[96];
             snprintf(why, sizeof why, "KIPP_CPU_ISA=%s runs as a machine without it",
@@ -154,7 +161,9 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
  * tier auto can pick): the oracle's argmax at every row, DESIGN section 7.
  *
  * The opt-in avx512bf16 and amx (act_bf16 == 1) round every matmul activation to
- * BF16, which moves each logit by noise of rms e (the row's rms of
+ * BF16 (and avx2i8, act_i8, quantizes the quantized matmuls' activations
+ * to 8 bits; callers pass act_bf16 = 1 for it where that applies), which
+ * moves each logit by noise of rms e (the row's rms of
  * cpu - oracle; NMSE ~3e-5 on the tiny fixtures, e ~0.1 logit). Where the
  * oracle's two best logits lie closer than that noise, the tier may
  * legitimately pick the other one. So for that tier only, a mismatch is
@@ -213,7 +222,7 @@ static inline int test_argmax_row(const char *label, const char *what, unsigned 
     fprintf(stderr, "  %s %s row %u: argmax %zu, oracle %zu; oracle margin %.3g logit, rms "
                     "logit error %.3g (%.2fx): %s\n",
             label, what, row, ia, ib, margin, e, e > 0 ? margin / e : 0.0,
-            excuse ? "near-tie, excused (BF16 activations)" : "FAIL");
+            excuse ? "near-tie, excused (BF16 or 8-bit activations)" : "FAIL");
     return !excuse;
 }
 
