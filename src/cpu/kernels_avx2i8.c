@@ -11,7 +11,10 @@
  * Why: a Q4_0 block decoded to exact FP32 weights costs avx2 ~19 vector
  * operations per row and block, and decode is bound by that, not by memory
  * (stop 31: 0.74x llama.cpp's Q4_0 decode on AVX2). The integer dot below
- * takes ~11.
+ * takes ~10. Prefill pays instead: per weight row, activation row and
+ * block it takes ~6 operations (two integer multiplies, a convert, a
+ * multiply, an FMA, a subtract or sign) where the FP32 tiles take 4 FMAs
+ * on weights decoded once, so it runs ~10-25 % slower than avx2's.
  *
  * NUMERICS (each quantized matmul output y[m][n]; tests/unit/
  * test_cpu_qkernels.c holds a scalar reference written apart from this):
@@ -97,13 +100,15 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 #include "cpu/kernels_avx2.c"
 
 /* ---- the integer-dot quantized matmuls ----
- * A weight block as maddubs's unsigned operand (magnitudes) plus, for the
- * signed formats, the signs that go onto the activations (vpsignb):
- * Q8_0 |q| and q, Q4_0 |nibble - 8| and nibble - 8, Q4_1 the nibbles
- * themselves (unsigned, no signs). Every pair sum maddubs forms is at most
- * 2 x 128 x 127 = 32,512 in magnitude: it never saturates. */
+ * A weight block as vpmaddubsw's unsigned operand: Q8_0 |q|, with the signs
+ * q put onto the activations (vpsignb); Q4_0 and Q4_1 the nibbles
+ * themselves, Q4_0's -8 taken off afterwards as 8 x each lane's sum of xq
+ * (computed once per activation row and block, shared by the tile's weight
+ * rows: cheaper than |nibble - 8| and its signs per weight row). Every pair
+ * sum vpmaddubsw forms is at most 2 x 128 x 127 = 32,512 in magnitude: it
+ * never saturates. */
 typedef struct i8_wblock {
-    __m256i mag, sgn;
+    __m256i mag, sgn; /* sgn: Q8_0's q (the others: unused) */
     __m256 d; /* d_w on all lanes */
     float m;  /* Q4_1's minimum */
 } i8_wblock;
@@ -124,15 +129,9 @@ static inline __attribute__((always_inline)) i8_wblock i8_weights(int t, const u
     __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     v = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
     wb.d = half8(dh);
-    if (t == QT_Q4_0) {
-        wb.sgn = _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-        wb.mag = _mm256_abs_epi8(wb.sgn);
-        wb.m = 0;
-    } else {
-        wb.mag = v;
-        wb.sgn = v;
-        wb.m = kipp_cpu_f16_table[mh];
-    }
+    wb.mag = v;
+    wb.sgn = v;
+    wb.m = t == QT_Q4_1 ? kipp_cpu_f16_table[mh] : 0.0f;
     return wb;
 }
 
@@ -155,6 +154,16 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
         qtile_prefetch(&qt, t, R, PF);
         seq_pf_step(&sp, t, R, PF);
         const uint8_t *xb = x + (size_t)b * I8_REC;
+        /* Q4_0: the nibbles' dot minus 8 x each lane's sum of xq, once per
+         * activation row for all R weight rows (exact integers). */
+        __m256i corr[4];
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            if (t == QT_Q4_0)
+                corr[c] = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(8),
+                                         _mm256_loadu_si256((const __m256i *)(xb + (size_t)(m + c) * x_stride + I8_Q))),
+                    ones);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             i8_wblock wb = i8_weights(t, qtile_block(&qt, r));
@@ -162,8 +171,9 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
             for (int c = 0; c < C; c++) {
                 const uint8_t *rec = xb + (size_t)(m + c) * x_stride;
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q));
-                if (t != QT_Q4_1) xq = _mm256_sign_epi8(xq, wb.sgn);
+                if (t == QT_Q8_0) xq = _mm256_sign_epi8(xq, wb.sgn);
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wb.mag, xq), ones);
+                if (t == QT_Q4_0) p = _mm256_sub_epi32(p, corr[c]);
                 __m256 dd = _mm256_mul_ps(wb.d, _mm256_broadcast_ss((const float *)(rec + I8_D)));
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
                 if (t == QT_Q4_1) {
@@ -184,10 +194,22 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
         }
 }
 
-/* Weight rows per tile: decode 4 (the avx2 tier's MV_ROWS_Q), prefill 2 x 4
- * activation rows -- 8 accumulators, the weight block of each row, the
- * activation loads and the constants fill the 16 YMM registers. */
-enum { I8_MV_ROWS = 4, I8_MR = 2, I8_MC = 4 };
+/* Weight rows per tile: decode 4 (the avx2 tier's MV_ROWS_Q; 2 measured
+ * ~5-40 % slower in cache), prefill 4 weight x 3 activation rows (12
+ * accumulators). Measured on Zen 4 (single thread, M = 64, K = 1,024, best
+ * of six, Q4_0 / Q8_0 GFLOPS): 4 x 3 85 / 78, 4 x 4 82 / 81, 3 x 4 81 / 82,
+ * 2 x 4 80 / 76, 4 x 2 71 / 80; the avx2 tier's FP32 tiles 86 / 96 in the
+ * same run. Decode in cache, TSC ticks per row and block: Q4_0 ~2.35
+ * (avx2: ~6.3 in the same phase), Q8_0 ~2.35 (avx2 ~4.3). */
+#ifndef I8_MR
+#define I8_MR 4
+#endif
+#ifndef I8_MC
+#define I8_MC 3
+#endif
+#ifndef I8_MV_ROWS
+#define I8_MV_ROWS 4
+#endif
 
 /* Prefill: weight rows [nb, ne) (at most W_BLOCK, hot in L2) against
  * activation rows [0, m) in I8_MR x C tiles. */
@@ -221,14 +243,14 @@ static inline __attribute__((always_inline)) void matmul_i8(int t, int PF, const
         for (; r + I8_MC <= m; r += I8_MC)
             i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC, y);
         switch (m - r) {
-        case 3: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 3, y); break;
-        case 2: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 2, y); break;
+        case 3: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC > 3 ? 3 : 1, y); break;
+        case 2: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC > 2 ? 2 : 1, y); break;
         case 1: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 1, y); break;
         default: break;
         }
     }
 }
-_Static_assert(I8_MC == 4, "the remainder switch covers I8_MC - 1 rows");
+_Static_assert(I8_MC >= 1 && I8_MC <= 4, "the remainder switch covers I8_MC - 1 rows");
 
 #define I8_ENTRIES(SUF, PF)                                                                    \
     static void matmul_q8_0##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
