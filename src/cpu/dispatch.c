@@ -180,6 +180,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
                  isa == KIPP_CPU_ISA_AVX512BF16 ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_BF16)"
                  : isa == KIPP_CPU_ISA_AMX
                      ? " (it needs AVX512_BF16, AMX-TILE, AMX-BF16 and the OS's tile permission)"
-                     : "");
+                 : isa == KIPP_CPU_ISA_AVX2I8 ? " (it needs AVX2, FMA and F16C)"
+                                              : "");
     return k;
 }

@@ -16,11 +16,17 @@ Prints, per scheme:
     |d log p| (llama.cpp, Kipp on the bf16 file): < 1 means llama.cpp's
     quantized run sits closer to Kipp's quantized run than to unquantized;
   Kipp's quantized artifact vs Kipp's bf16 artifact at every prompt
-    position: NMSE (max and mean over rows) and top-1 agreement.
+    position: NMSE (max and mean over rows) and top-1 agreement;
+  where DIR also holds S.i8.p<i>.f32 (Kipp's opt-in avx2i8 cpu tier, which
+    quantizes activations to 8 bits as llama.cpp's CPU path does):
+    i8_mean_dlogp against llama.cpp over the same ids, and i8_ratio, that
+    divided by the oracle's llama_mean_dlogp (< 1: the tier sits closer to
+    llama.cpp than the exact oracle does).
 With --bounds, checks each measure against {scheme: {measure: bound}} and
 exits 1 when one is exceeded.
 """
 import json
+import os
 import sys
 
 import numpy as np
@@ -70,6 +76,15 @@ def main(argv):
             # would sit no closer to Kipp-on-this-file than to Kipp-on-bf16.
             m.update({"cross_top1": cross_top1 / n, "cross_mean_dlogp": float(np.mean(cross)),
                       "closer_ratio": float(np.mean(dl) / np.mean(cross))})
+        i8_files = [f"{d}/{s}.i8.p{j}.f32" for j in range(n)]
+        if s != schemes[0] and all(os.path.exists(f) for f in i8_files):
+            di8 = []
+            for j in range(n):
+                lq = log_softmax(np.fromfile(i8_files[j], dtype="<f4").reshape(-1, VOCAB)
+                                 .astype(np.float64)[-1])
+                di8 += [abs(lq[t["id"]] - np.log(t["p"])) for t in llama[j]["top"] if t["p"] >= 1e-4]
+            m.update({"i8_mean_dlogp": float(np.mean(di8)),
+                      "i8_ratio": float(np.mean(di8) / np.mean(dl))})
         if s != schemes[0]:
             a = np.concatenate(rows[s])
             b = np.concatenate(rows[schemes[0]])
@@ -80,6 +95,8 @@ def main(argv):
         print(f"{s:14s} " + " ".join(f"{k} {v:.4g}" for k, v in m.items()))
         if bounds and s in bounds:
             for k, lim in bounds[s].items():
+                if k.startswith("i8_") and k not in m:  # only where the avx2i8 tier ran
+                    continue
                 good = m[k] >= lim if k.endswith("top1") else m[k] <= lim
                 if not good:
                     print(f"FAIL: {s} {k} = {m[k]:.4g} violates bound {lim}")
