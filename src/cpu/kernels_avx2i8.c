@@ -19,10 +19,11 @@
  * NUMERICS (each quantized matmul output y[m][n]; tests/unit/
  * test_cpu_qkernels.c holds a scalar reference written apart from this):
  *  - activations, per 32-value block of a row (pack_act): amax = max |x_i|,
- *    d_x = amax / 127, xq_i = round-to-nearest-even(x_i * (127 / amax))
- *    (0 when amax is 0), an int8 in [-127, 127]; s_x = d_x * sum_i xq_i.
- *    A block with a non-finite value gets d_x = s_x = NaN (the outputs it
- *    feeds become NaN, as the oracle's would, not garbage);
+ *    d_x = amax / 127, xq_i = round-to-nearest-even(x_i * (127 / amax)),
+ *    an int8 in [-127, 127]; s_x = d_x * sum_i xq_i. A block with amax
+ *    below 2^-120 (0 included; 127 / amax would overflow) is all zeros with
+ *    d_x = 0. A block with a non-finite value gets d_x = s_x = NaN (the
+ *    outputs it feeds become NaN, as the oracle's would, not garbage);
  *  - weights: Q8_0 wq = q, Q4_0 wq = nibble - 8, Q4_1 wq = nibble (its
  *    minimum m is added below);
  *  - per block b and lane j (values 4j .. 4j+3): p_j = sum wq_i * xq_i, an
@@ -60,6 +61,9 @@ static size_t act_bytes(uint32_t k) { return (size_t)(k + 31) / 32 * I8_REC; }
 /* FP32 value i (a multiple of 8) of packed activation row xr. */
 #define ACT_F32(xr, i) ((const float *)((const char *)(xr) + (size_t)(i) / 32 * I8_REC) + (i) % 32)
 
+#define I8_TINY 0x1p-120f
+
+/* k is a multiple of 32 (KIPP_CPU_K_ALIGN), as everywhere in the tiers. */
 static void pack_act(const float *x, uint32_t k, void *dst) {
     uint8_t *rec = dst;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -77,7 +81,9 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         float a = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
         int bad = _mm256_movemask_ps(nonfinite) != 0;
-        float d = bad ? NAN : a / 127.0f, id = bad || a == 0.0f ? 0.0f : 127.0f / a;
+        /* Below I8_TINY, 127 / amax would overflow: the block is zeros. */
+        float d = bad ? NAN : a < I8_TINY ? 0.0f : a / 127.0f;
+        float id = bad || a < I8_TINY ? 0.0f : 127.0f / a;
         __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int j = 0; j < 4; j++) /* cvtps rounds to nearest even (MXCSR default) */
@@ -224,10 +230,12 @@ static inline __attribute__((always_inline)) void i8_block(int t, const uint8_t 
     for (; n < ne; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, r0, y);
 }
 
-static inline __attribute__((always_inline)) void matmul_i8(int t, int PF, const void *w,
-                                                            uint32_t k, uint32_t n0, uint32_t n1,
-                                                            const void *x, size_t x_stride,
-                                                            uint32_t m, float *const *y) {
+/* The name kernels_blocked.h's FP32 driver has in the other tiers (this
+ * file leaves that one out: KIPP_BLOCKED_BF16_ONLY). */
+static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const void *w,
+                                                           uint32_t k, uint32_t n0, uint32_t n1,
+                                                           const void *x, size_t x_stride,
+                                                           uint32_t m, float *const *y) {
     const uint8_t *wb = w, *xb = x;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
@@ -252,21 +260,9 @@ static inline __attribute__((always_inline)) void matmul_i8(int t, int PF, const
 }
 _Static_assert(I8_MC >= 1 && I8_MC <= 4, "the remainder switch covers I8_MC - 1 rows");
 
-#define I8_ENTRIES(SUF, PF)                                                                    \
-    static void matmul_q8_0##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
-                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
-        matmul_i8(QT_Q8_0, PF, w, k, n0, n1, x, x_stride, m, y);                               \
-    }                                                                                          \
-    static void matmul_q4_0##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
-                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
-        matmul_i8(QT_Q4_0, PF, w, k, n0, n1, x, x_stride, m, y);                               \
-    }                                                                                          \
-    static void matmul_q4_1##SUF(const void *w, uint32_t k, uint32_t n0, uint32_t n1,          \
-                                 const void *x, size_t x_stride, uint32_t m, float *const *y) { \
-        matmul_i8(QT_Q4_1, PF, w, k, n0, n1, x, x_stride, m, y);                               \
-    }
-I8_ENTRIES(, PF_ROWS)
-I8_ENTRIES(_seq, PF_SEQ)
+/* The table's entries (kernels_simd.h), over matmul_q above. */
+KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
+KIPP_CPU_MATMUL_Q_ENTRIES(_seq, PF_SEQ)
 
 #define TIER_TABLE_I8(SUF, SEQ, TWIN)                                                          \
     {                                                                                          \

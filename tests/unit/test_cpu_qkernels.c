@@ -70,7 +70,8 @@ static void q41d(const void *b, size_t n, float *o) { kipp_dequantize_q4_1(b, n,
 /* The avx2i8 tier's numerics (kernels.h act_i8), written from the
  * definition in kernels_avx2i8.c's header comment, not from its code: each
  * 32-value block of activations as int8 xq = RNE(x * 127 / amax) with d_x
- * = amax / 127 and s_x = d_x * sum xq; per weight block, lane j (values 4j
+ * = amax / 127 and s_x = d_x * sum xq (amax below 2^-120: zeros, d_x = 0;
+ * a non-finite value: zeros, d_x = NaN); per weight block, lane j (values 4j
  * .. 4j+3) sums wq * xq exactly and accumulates FMA(p_j, d_w * d_x);
  * Q4_1 adds FMA(m, s_x) in a separate chain; avx2's fold of the 8 lanes.
  * The tier must match this bit for bit. */
@@ -88,7 +89,9 @@ static void i8_quantize(const float *x, int K, i8_row *a) {
             bad |= !isfinite(v);
             if (v > amax) amax = v;
         }
-        float d = bad ? NAN : amax / 127.0f, id = bad || amax == 0.0f ? 0.0f : 127.0f / amax;
+        int tiny = amax < 0x1p-120f; /* 127 / amax would overflow: zeros */
+        float d = bad ? NAN : tiny ? 0.0f : amax / 127.0f;
+        float id = bad || tiny ? 0.0f : 127.0f / amax;
         int sum = 0;
         for (int i = 0; i < 32; i++) {
             int q = bad ? 0 : (int)nearbyintf(x[32 * b + i] * id);
@@ -166,8 +169,11 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     static i8_row xi8[MMAX], hot8[MMAX];
     for (int r = 0; r < MMAX; r++) {
         for (int i = 0; i < K; i++) x[r * K + i] = uni() * (1.0f + (float)r);
-        if (r == 2) /* a block of zeros (d_x = 0) and a block with one value */
-            for (int i = 0; i < 64 && i < K; i++) x[r * K + i] = i == 40 ? -3.0f : 0.0f;
+        if (r == 2) /* a block of zeros (d_x = 0), a block with one value, a
+                     * block of subnormals and one just above 2^-120 */
+            for (int i = 0; i < 128 && i < K; i++)
+                x[r * K + i] = i < 32 ? 0.0f : i < 64 ? (i == 40 ? -3.0f : 0.0f)
+                             : i < 96 ? uni() * 0x1p-140f : uni() * 0x1p-119f;
         kern->pack_act(x + r * K, K, act + r * stride);
         /* The reference multiplies what the tier multiplies: on a tier that
          * rounds activations to BF16 (RNE), the rounded values; on avx2i8
