@@ -63,6 +63,14 @@ static bool has_avx512(void) {
     return f && dq && bw && vl;
 }
 
+/* avx512 + AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table. */
+static bool has_avx512vnni(void) {
+    if (!has_avx512()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return c & (1u << 11);
+}
+
 /* avx512bf16: avx512 + AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps). */
 static bool has_avx512bf16(void) {
     if (!has_avx512()) return false;
@@ -109,7 +117,7 @@ static bool prefers_rows_prefetch(void) {
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
-#define AVX2I8_TABLE (&kipp_cpu_kernels_avx2i8)
+#define AVX2I8_TABLE (has_avx512vnni() ? &kipp_cpu_kernels_avx2i8_vnni : &kipp_cpu_kernels_avx2i8)
 #else
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }

@@ -200,6 +200,10 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
  * activations (kernels_avx2i8.c). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq;
+/* The same tier with vpdpbusd (AVX512_VNNI + AVX512VL): the same bits;
+ * dispatch hands it out as "avx2i8" where the processor has those. */
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni_seq;
 /* The amx tier: avx512bf16's table with every matmul on AMX tiles
  * (kernels_amx.c, amx_matmul.h). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_amx;

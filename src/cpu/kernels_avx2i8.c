@@ -37,7 +37,10 @@
  * ACTIVATION FORMAT. cpu_forward.c packs 32-aligned slices of a row at
  * byte offset act_bytes(off), so every 32-value block packs to a fixed-size
  * record: its 32 FP32 values (what the BF16 matmul reads: avx2's tile_span
- * through ACT_F32), then its 32 int8 xq, d_x and s_x. */
+ * through ACT_F32), then its 32 int8 xq, d_x and s_x.
+ *
+ * kernels_avx2i8_vnni.c compiles this file again with KIPP_AVX2I8_VNNI:
+ * each integer dot one vpdpbusd, the same sums, the same bits. */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -153,7 +156,9 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps(), ms[r][c] = 0.0f;
+#ifndef KIPP_AVX2I8_VNNI
     const __m256i ones = _mm256_set1_epi16(1);
+#endif
     qtile_ptrs qt = qtile_at(w, row_bytes, n, 0, t, R, PF);
     seq_pf sp = seq_pf_at(w, t, row_bytes, nblk * 32, n, 0, R, PF);
     for (uint32_t b = 0; b < nblk; b++) {
@@ -161,15 +166,20 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
         seq_pf_step(&sp, t, R, PF);
         const uint8_t *xb = x + (size_t)b * I8_REC;
         /* Q4_0: the nibbles' dot minus 8 x each lane's sum of xq, once per
-         * activation row for all R weight rows (exact integers). */
+         * activation row for all R weight rows (exact integers; VNNI
+         * starts each dot from the negated correction). */
         __m256i corr[4];
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
-            if (t == QT_Q4_0)
-                corr[c] = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_set1_epi8(8),
-                                         _mm256_loadu_si256((const __m256i *)(xb + (size_t)(m + c) * x_stride + I8_Q))),
-                    ones);
+            if (t == QT_Q4_0) {
+                __m256i xq = _mm256_loadu_si256((const __m256i *)(xb + (size_t)(m + c) * x_stride + I8_Q));
+#ifdef KIPP_AVX2I8_VNNI
+                corr[c] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), xq));
+#else
+                corr[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xq), ones);
+#endif
+            }
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             i8_wblock wb = i8_weights(t, qtile_block(&qt, r));
@@ -178,8 +188,13 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
                 const uint8_t *rec = xb + (size_t)(m + c) * x_stride;
                 __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q));
                 if (t == QT_Q8_0) xq = _mm256_sign_epi8(xq, wb.sgn);
+#ifdef KIPP_AVX2I8_VNNI /* the same sums: no pair sum saturates */
+                __m256i p = _mm256_dpbusd_epi32(t == QT_Q4_0 ? corr[c] : _mm256_setzero_si256(),
+                                                wb.mag, xq);
+#else
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wb.mag, xq), ones);
                 if (t == QT_Q4_0) p = _mm256_sub_epi32(p, corr[c]);
+#endif
                 __m256 dd = _mm256_mul_ps(wb.d, _mm256_broadcast_ss((const float *)(rec + I8_D)));
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
                 if (t == QT_Q4_1) {
@@ -272,6 +287,12 @@ KIPP_CPU_MATMUL_Q_ENTRIES(_seq, PF_SEQ)
         .rope = rope, .silu_mul = silu_mul, .attention = attention,                            \
         .attention_q8_0 = attention_q8_0, .decode_seq = SEQ, .seq_twin = TWIN,                 \
     }
+#ifdef KIPP_AVX2I8_VNNI
+const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni =
+    TIER_TABLE_I8(, 0, &kipp_cpu_kernels_avx2i8_vnni_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni_seq = TIER_TABLE_I8(_seq, 1, NULL);
+#else
 const kipp_cpu_kernels kipp_cpu_kernels_avx2i8 = TIER_TABLE_I8(, 0, &kipp_cpu_kernels_avx2i8_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq = TIER_TABLE_I8(_seq, 1, NULL);
+#endif
 #endif

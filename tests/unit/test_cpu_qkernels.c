@@ -427,6 +427,29 @@ int main(void) {
         check_matmul(kern, K_LONG);
         check_attention(kern, 0);
         check_attention(kern, 1);
+#if defined(__x86_64__)
+        /* avx2i8 has two tables with the same bits: vpdpbusd where the
+         * processor has AVX512_VNNI (dispatch hands that one out), and
+         * vpmaddubsw + vpmaddwd. Both against the one reference here. */
+        if (strcmp(kern->name, "avx2i8") == 0) {
+            const kipp_cpu_kernels *other = kern == &kipp_cpu_kernels_avx2i8
+                                                ? &kipp_cpu_kernels_avx2i8_vnni
+                                                : &kipp_cpu_kernels_avx2i8;
+            int vnni_here = !test_tier_lacks("avx512") && test_has_avx512vnni();
+            CHECKF((kern == &kipp_cpu_kernels_avx2i8_vnni) == vnni_here,
+                   "avx2i8: dispatch hands out the %s table on a processor %s AVX512_VNNI",
+                   kern == &kipp_cpu_kernels_avx2i8 ? "plain" : "vpdpbusd",
+                   vnni_here ? "with" : "without");
+            if (other == &kipp_cpu_kernels_avx2i8 || vnni_here) {
+                fprintf(stderr, "tier avx2i8 (%s table):\n",
+                        other == &kipp_cpu_kernels_avx2i8 ? "plain" : "vpdpbusd");
+                check_matmul(other, K_SHORT);
+                check_matmul(other, K_LONG);
+            } else {
+                test_skip_part(TEST_SKIP_MACHINE, "avx2i8 vpdpbusd table", "cpu lacks avx512_vnni");
+            }
+        }
+#endif
     }
     return test_finish("test_cpu_qkernels");
 }

@@ -83,6 +83,14 @@ static inline const char *test_tier_lacks(const char *tier) {
 #endif
 }
 
+#if defined(__x86_64__)
+/* AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table. */
+static inline int test_has_avx512vnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+#endif
+
 /* Rank of the highest tier to run: KIPP_CPU_ISA's when set, else amx's.
  * -1 when KIPP_CPU_ISA names no tier (reported as a failure: the caller
  * asked for something that does not exist). Read once (see the top). */
