@@ -1,5 +1,7 @@
-/* AVX2 + FMA tier: the Makefile compiles this file, and only this file, with
- * -mavx2 -mfma -mf16c; dispatch.c calls into it only after CPUID says so.
+/* AVX2 + FMA tier: the Makefile compiles this file with -mavx2 -mfma
+ * -mf16c (kernels_avx2i8.c includes it once more, for the opt-in avx2i8
+ * tier, with its own activation format: KIPP_AVX2_I8, ACT_F32); dispatch.c
+ * calls into it only after CPUID says so.
  *
  * Matmul: weights widened (BF16) or decoded (Q8_0, Q4_0, Q4_1: the exact
  * FP32 values the oracle decodes) to FP32 in value order, activations stay
