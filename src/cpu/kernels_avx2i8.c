@@ -222,15 +222,7 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
  * 2 x 4 80 / 76, 4 x 2 71 / 80; the avx2 tier's FP32 tiles 86 / 96 in the
  * same run. Decode in cache, TSC ticks per row and block: Q4_0 ~2.35
  * (avx2: ~6.3 in the same phase), Q8_0 ~2.35 (avx2 ~4.3). */
-#ifndef I8_MR
-#define I8_MR 4
-#endif
-#ifndef I8_MC
-#define I8_MC 3
-#endif
-#ifndef I8_MV_ROWS
-#define I8_MV_ROWS 4
-#endif
+enum { I8_MV_ROWS = 4, I8_MR = 4, I8_MC = 3 };
 
 /* Prefill: weight rows [nb, ne) (at most W_BLOCK, hot in L2) against
  * activation rows [0, m) in I8_MR x C tiles. */
@@ -265,15 +257,11 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, r = 0;
         for (; r + I8_MC <= m; r += I8_MC)
             i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC, y);
-        switch (m - r) {
-        case 3: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC > 3 ? 3 : 1, y); break;
-        case 2: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC > 2 ? 2 : 1, y); break;
-        case 1: i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 1, y); break;
-        default: break;
-        }
+        if (m - r == 2) i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 2, y);
+        else if (m - r == 1) i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 1, y);
     }
 }
-_Static_assert(I8_MC >= 1 && I8_MC <= 4, "the remainder switch covers I8_MC - 1 rows");
+_Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
 
 /* The table's entries (kernels_simd.h), over matmul_q above. */
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
