@@ -47,8 +47,18 @@
  * flips at an oracle near-tie (margins 0.105 and 0.072 logit against rms
  * logit errors 0.091 and 0.137: 1.15x and 0.53x), excused; 3 and 7 of 43
  * rows are near-ties by that rule. The exact tiers keep identical argmax.
- * synthetic-0.6b's variants (KIPP_TEST_FULL=1) keep DESIGN section 7's
- * 1e-4: not measured in this change. */
+ * With the Q8_0 cache every tier, exact ones included, follows that
+ * rule (test_tiers.h says why). synthetic-0.6b's variants
+ * (KIPP_TEST_FULL=1), measured 2026-12-03 (AMD Zen 5), worst rows:
+ *                                   generic  avx2     avx512   | avx512bf16 amx
+ *   0.6b.q8_0, bf16 KV              2.0e-6   1.7e-6   2.0e-6   | 1.05e-4  1.10e-4
+ *   0.6b.affine4_gs32, q8_0 KV      2.5e-5   2.5e-5   2.5e-5   | 2.67e-4  2.67e-4
+ *   0.6b.scale4_gs32, bf16 KV       3.9e-6   2.1e-6   5.7e-6   | 9.5e-5   8.8e-5
+ *   0.6b (BF16 weights), q8_0 KV    2.0e-5   2.0e-5   2.0e-5   | 2.60e-4  2.58e-4
+ * The exact tiers keep DESIGN section 7's 1e-4 (4x the worst). The
+ * BF16-activation tiers' 28 layers add up past it, as the Q8_0 cache does
+ * on tiny above: NMSE_BF16_06B, 3x their worst. */
+#define NMSE_BF16_06B 8e-4
 #define NMSE_TINY_Q8_0 1.5e-6
 #define NMSE_TINY_Q4_1_KVQ8 1e-5
 #define NMSE_TINY_Q4_0 1e-6
@@ -136,11 +146,12 @@ static size_t argmax(const float *x) {
 }
 
 static double worst_nmse;
-static int tier_bf16;           /* the current tier rounds activations */
+static int noisy; /* the current tier rounds activations, or the cache is Q8_0 (test_tiers.h) */
 static test_argmax_tally tally; /* the current tier walk's */
 
 /* NMSE bound at every row and test_tiers.h's argmax rule (identical on the
- * exact tiers; oracle near-ties excused on the opt-in avx512bf16). */
+ * exact tiers with the BF16 cache; oracle near-ties excused on the opt-in
+ * tiers that round activations, and on every tier with the Q8_0 cache). */
 static void vs_ref(const char *what, const char *label, const float *cpu, const float *ref,
                    uint32_t rows) {
     int bad_arg = 0, bad_nmse = 0;
@@ -157,7 +168,7 @@ static void vs_ref(const char *what, const char *label, const float *cpu, const 
         double e = den > 0 ? num / den : num;
         worst = e > worst ? e : worst;
         bad_nmse += !(e <= nmse_bound);
-        bad_arg += test_argmax_row(label, what, r, a, b, V, tier_bf16, &tally);
+        bad_arg += test_argmax_row(label, what, r, a, b, V, noisy, &tally);
     }
     if (worst > worst_nmse) worst_nmse = worst;
     fprintf(stderr, "  %-34s %-14s rows %2u  worst NMSE %.2e  argmax mismatches %d (+%ld "
@@ -230,8 +241,9 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
          * named skip; one it has must open. */
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
         if (!kern) continue;
-        tier_bf16 = kern->act_bf16 || kern->act_i8; /* activations rounded or quantized */
-        nmse_bound = kern->act_i8 ? bound_i8 : tier_bf16 ? bound_bf16 : bound;
+        int act_rounded = kern->act_bf16 || kern->act_i8; /* rounded or quantized */
+        noisy = act_rounded || kvq == KIPP_KV_Q8_0;
+        nmse_bound = kern->act_i8 ? bound_i8 : act_rounded ? bound_bf16 : bound;
         tally = (test_argmax_tally){0};
         char label[96];
         snprintf(label, sizeof label, "%s/%s-kv/%s", file, kvname, tiers[t]);
@@ -325,13 +337,13 @@ int main(void) {
                 NMSE_TINY_Q4_0_I8);
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0) {
-        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN, NMSE_DESIGN,
+        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_DESIGN,
+        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN, NMSE_DESIGN,
+        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_DESIGN,
+        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
     } else {
         fprintf(stderr, "synthetic-0.6b variants: only with KIPP_TEST_FULL=1\n");

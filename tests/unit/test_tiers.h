@@ -166,11 +166,12 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
 }
 
 /* The argmax gate against the oracle. Exact tiers (act_bf16 == 0, every
- * tier auto can pick): the oracle's argmax at every row, DESIGN section 7.
+ * tier auto can pick) with the BF16 cache: the oracle's argmax at every
+ * row, DESIGN section 7 (noisy = 0).
  *
  * The opt-in avx512bf16 and amx (act_bf16 == 1) round every matmul activation to
  * BF16 (and avx2i8, act_i8, quantizes the quantized matmuls' activations
- * to 8 bits; callers pass act_bf16 = 1 for it where that applies), which
+ * to 8 bits; callers pass noisy = 1 for both where that applies), which
  * moves each logit by noise of rms e (the row's rms of
  * cpu - oracle; NMSE ~3e-5 on the tiny fixtures, e ~0.1 logit). Where the
  * oracle's two best logits lie closer than that noise, the tier may
@@ -178,10 +179,34 @@ static inline const kipp_cpu_kernels *test_tier_kernels(int i) {
  * excused as a near-tie when the oracle's margin of its own pick over the
  * tier's pick, ref[oracle] - ref[tier] (at least the oracle's top-2 gap,
  * so the stricter reading), is below TEST_NEAR_TIE_RMS x e. Any other
- * mismatch fails, and so does a tier walk that excuses more than
- * TEST_NEAR_TIE_MAX_FRACTION of its rows. Measured (2026-12-01, Zen 5):
+ * mismatch fails, and so does a tier walk that excuses more than the
+ * cap below. Measured (2026-12-01, Zen 5):
  * the flips seen had margins 0.07-0.16 logit at e 0.09-0.14 (margin/e
  * 0.5-1.8), 1-2 distinct rows in 40-45.
+ *
+ * The opt-in Q8_0 KV cache does the same to every tier, exact ones
+ * included: the cache rounds each computed K/V value to one of 255 steps
+ * of its block's amax / 127, so an FP32 summation-order difference of an
+ * ulp, wherever it moves a value across a rounding boundary, moves the
+ * cached value by a whole step. Measured (2026-12-03, Zen 5, KIPP_TEST_FULL,
+ * test_cpu_quant): synthetic-0.6b's exact tiers sit at NMSE 2.0-2.5e-5
+ * from the oracle with the Q8_0 cache against 2-6e-6 with the BF16 cache,
+ * and avx512 flips one prefill row of synthetic-0.6b.affine4_gs32 (oracle
+ * margin 0.131 logit, e 0.044: 2.95x). So with the Q8_0 cache the callers
+ * pass noisy = 1 on every tier; the NMSE bound still holds it.
+ *
+ * The cap: at most TEST_NEAR_TIE_MAX_FRACTION of the rows, or half the
+ * rows at risk, whichever is larger. Under pure noise a row at risk (gap
+ * under 4 e) flips with probability ~0.14 on average (Phi(-gap / (sqrt 2
+ * e)) over gaps spread evenly in [0, 4 e)), so half is ~3.5x that; with
+ * 43 rows the fraction alone allows 2, and the 0.6B model's larger e puts
+ * 6-11 rows at risk on the BF16 tiers, where 3 flips were measured
+ * (test_cpu_quant: synthetic-0.6b with the Q8_0 cache on avx512bf16, 3 of
+ * 11 at risk; affine4_gs32 on amx, 3 of 9). Where gates re-check the same
+ * positions a flip recurs, so flips bunch: test_cpu_backend's 0.6B walk
+ * (220 rows) measured 11 of 31 at risk on amx, 7 on avx512bf16, against a
+ * cap of 15.5 (11 under the fraction alone). A bug cannot buy a larger cap
+ * cheaply: e grows with it, and the NMSE bound caps e first.
  *
  * Why this still catches bugs: a wrong activation, norm, RoPE or
  * attention puts the row's NMSE far above the tier's own bound (1e-4),
@@ -205,10 +230,11 @@ typedef struct test_argmax_tally {
 } test_argmax_tally;
 
 /* One row (n logits) of the tier vs the oracle: 0 when the argmax agrees
- * or (act_bf16 only) the mismatch is an excused near-tie, 1 for a failing
- * mismatch. Every mismatch is printed with its numbers. */
+ * or (noisy only: BF16 or 8-bit activations, or the Q8_0 cache, above) the
+ * mismatch is an excused near-tie, 1 for a failing mismatch. Every
+ * mismatch is printed with its numbers. */
 static inline int test_argmax_row(const char *label, const char *what, unsigned row,
-                                  const float *cpu, const float *ref, size_t n, int act_bf16,
+                                  const float *cpu, const float *ref, size_t n, int noisy,
                                   test_argmax_tally *t) {
     size_t ia = 0, ib = 0, ib2 = n > 1;
     double se = 0;
@@ -225,25 +251,29 @@ static inline int test_argmax_row(const char *label, const char *what, unsigned 
     t->at_risk += (double)ref[ib] - ref[ib2] < TEST_NEAR_TIE_RMS * e;
     if (ia == ib) return 0;
     double margin = (double)ref[ib] - ref[ia];
-    int excuse = act_bf16 && margin < TEST_NEAR_TIE_RMS * e;
+    int excuse = noisy && margin < TEST_NEAR_TIE_RMS * e;
     t->excused += excuse;
     fprintf(stderr, "  %s %s row %u: argmax %zu, oracle %zu; oracle margin %.3g logit, rms "
                     "logit error %.3g (%.2fx): %s\n",
             label, what, row, ia, ib, margin, e, e > 0 ? margin / e : 0.0,
-            excuse ? "near-tie, excused (BF16 or 8-bit activations)" : "FAIL");
+            excuse ? "near-tie, excused (BF16 or 8-bit activations, or the Q8_0 cache)"
+                   : "FAIL");
     return !excuse;
 }
 
 /* End of one tier walk: how many rows were near-ties, how many flips were
- * excused, and the cap on those. */
+ * excused, and the cap on those (the larger of the fraction of all rows
+ * and half the rows at risk, above). */
 static inline void test_argmax_tally_check(const char *label, const test_argmax_tally *t) {
+    double by_rows = TEST_NEAR_TIE_MAX_FRACTION * (double)t->rows;
+    double by_risk = 0.5 * (double)t->at_risk;
+    double cap = by_rows > by_risk ? by_rows : by_risk;
     fprintf(stderr, "  %s: argmax rows %ld, oracle near-ties (top-2 gap < %gx rms error) %ld, "
-                    "flips excused %ld (cap %g%%)\n",
-            label, t->rows, TEST_NEAR_TIE_RMS, t->at_risk, t->excused,
+                    "flips excused %ld (cap %.1f: %g%% of rows or half the near-ties)\n",
+            label, t->rows, TEST_NEAR_TIE_RMS, t->at_risk, t->excused, cap,
             100 * TEST_NEAR_TIE_MAX_FRACTION);
-    CHECKF(t->excused <= TEST_NEAR_TIE_MAX_FRACTION * (double)t->rows,
-           "%s: %ld of %ld rows excused as near-ties, over the %g%% cap", label, t->excused,
-           t->rows, 100 * TEST_NEAR_TIE_MAX_FRACTION);
+    CHECKF(t->excused <= cap, "%s: %ld of %ld rows excused as near-ties (%ld at risk), over the cap %.1f",
+           label, t->excused, t->rows, t->at_risk, cap);
 }
 
 #endif
