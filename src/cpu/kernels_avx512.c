@@ -43,7 +43,11 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 /* Matrix-matrix tiles: 4 weight rows x MC activation rows. 5 and 6 rows
  * measured the same on Zen 5; Q8_0 at 2 x 8 (each in-tile decoded row
  * serving twice the rows) won 5-8 % in a one-matmul microbenchmark but lost
- * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4. */
+ * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4.
+ * Stop 33 (Zen 5, synthetic-0.6b prefill 512, two interleaved rounds): all
+ * even FMAs of a chunk before all odd ones (the same chains, so 4 x 6 fits
+ * the registers) lost 6-22 % on Q4_0 and Q8_0 at 4 x 4 (BF16 within
+ * +-3 %), and 13-38 % on all three at 4 x 6. */
 #define MC 4
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
