@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 const char *kipp_version(void) { return KIPP_VERSION_STRING; }
@@ -58,6 +59,32 @@ void *kipp_calloc(size_t count, size_t size, kipp_error *err) {
     }
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) kipp_fail(err, KIPP_E_MEMORY, "out of memory allocating %zu bytes", total);
+    return p;
+}
+
+enum { HUGE_PAGE = 2u << 20, HUGE_MIN = 1u << 20 };
+
+/* Measured on Zen 5 (a VM), synthetic-0.6b BF16 prefill, one thread: the
+ * matmuls' FP32 FLOP per TSC cycle went from ~84-89 to ~87-92 with the
+ * packed activations and row buffers on 2 MiB pages (+1-3 % prefill). The
+ * rounding wastes under 2 MiB per buffer; smaller buffers stay on calloc. */
+void *kipp_calloc_huge(size_t count, size_t size, kipp_error *err) {
+    size_t total;
+    if (!kipp_mul_size(count, size, &total) || total > SIZE_MAX - HUGE_PAGE) {
+        kipp_fail(err, KIPP_E_MEMORY, "allocation size overflow (%zu x %zu)", count, size);
+        return NULL;
+    }
+    if (total < HUGE_MIN) return kipp_calloc(count, size, err);
+    size_t rounded = (total + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    void *p = aligned_alloc(HUGE_PAGE, rounded);
+    if (!p) {
+        kipp_fail(err, KIPP_E_MEMORY, "out of memory allocating %zu bytes", rounded);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint, before the first touch */
+#endif
+    memset(p, 0, rounded);
     return p;
 }
 

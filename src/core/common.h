@@ -35,6 +35,11 @@ static inline bool kipp_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 /* Allocation helpers that report through kipp_error instead of aborting. */
 void *kipp_malloc(size_t size, kipp_error *err);
 void *kipp_calloc(size_t count, size_t size, kipp_error *err);
+/* kipp_calloc for scratch that every forward step sweeps (the cpu
+ * backend's row buffers): from 1 MiB up, 2 MiB aligned, rounded up to
+ * whole 2 MiB and advised MADV_HUGEPAGE, so the sweep does not walk page
+ * tables (common.c says what it measured). Released with free(). */
+void *kipp_calloc_huge(size_t count, size_t size, kipp_error *err);
 
 /* Read a whole (small) file into a NUL-terminated buffer. */
 int kipp_read_file(const char *path, char **data, size_t *size, kipp_error *err);

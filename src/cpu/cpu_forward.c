@@ -159,7 +159,7 @@ static void cpu_model_destroy(void *state) {
 }
 
 static float *alloc_rows(size_t width, kipp_error *err) {
-    return kipp_calloc((size_t)MAX_ROWS * width, sizeof(float), err);
+    return kipp_calloc_huge((size_t)MAX_ROWS * width, sizeof(float), err);
 }
 
 static float **row_pointers(float *base, size_t width, kipp_error *err) {
@@ -228,8 +228,8 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->gate = alloc_rows(m->F, err);
     m->up = alloc_rows(m->F, err);
     m->rope = alloc_rows(KIPP_HEAD_DIM, err);
-    m->act[0] = kipp_calloc(MAX_ROWS, m->act_stride, err);
-    m->act[1] = kipp_calloc(MAX_ROWS, m->act_stride, err);
+    m->act[0] = kipp_calloc_huge(MAX_ROWS, m->act_stride, err);
+    m->act[1] = kipp_calloc_huge(MAX_ROWS, m->act_stride, err);
     m->att_scratch_n = KIPP_CPU_ATT_SCRATCH(m->att_rows, m->group);
     m->att_scratch = kipp_calloc((size_t)threads * m->att_scratch_n, sizeof(float), err);
     m->att_blocks = kipp_calloc((size_t)threads * 2 * m->max_blocks, sizeof *m->att_blocks, err);

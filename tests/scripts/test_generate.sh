@@ -106,6 +106,22 @@ for spec in "--prompt-tokens 0 1..1048576" "--prompt-tokens 1048577 1..1048576" 
         bad "kipp bench $1 $2: exit $rc, $(cat "$T/e")"
 done
 
+# kipp bench --json reports how the weights are mapped (a benchmark record
+# must say it: 2 MiB pages move prefill by 10-25 %): the mapping's size is the
+# file's, rounded up to 4 KiB pages, and the part on 2 MiB pages is within it.
+"$KIPP" bench -m "$M" --prompt-tokens 4 --decode 1 --reps 1 --json >"$T/bench.json" 2>"$T/e" ||
+    bad "kipp bench --json failed: $(cat "$T/e")"
+map_kib=$(grep -o '"weights_map_kib":-\{0,1\}[0-9]*' "$T/bench.json" | cut -d: -f2)
+pmd_kib=$(grep -o '"weights_pmd_mapped_kib":-\{0,1\}[0-9]*' "$T/bench.json" | cut -d: -f2)
+file_kib=$((($(wc -c <"$M") + 4095) / 4096 * 4))
+if [ -r /proc/self/smaps ]; then
+    [ "$map_kib" = "$file_kib" ] || bad "bench weights_map_kib '$map_kib', the file maps $file_kib KiB"
+    [ -n "$pmd_kib" ] && [ "$pmd_kib" -ge 0 ] && [ "$pmd_kib" -le "$file_kib" ] ||
+        bad "bench weights_pmd_mapped_kib '$pmd_kib' outside 0..$file_kib"
+else
+    [ "$map_kib" = -1 ] && [ "$pmd_kib" = -1 ] || bad "no smaps, yet bench reports '$map_kib' '$pmd_kib'"
+fi
+
 # KIPP_CPU_ISA is the knob that forces a tier (make test-tiers): a name that
 # is no tier must stop the cpu backend with a message naming the variable.
 KIPP_CPU_ISA=avx513 "$KIPP" generate -m "$M" --tokens $P -n 1 >/dev/null 2>"$T/e" &&

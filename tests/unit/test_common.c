@@ -249,6 +249,31 @@ static void test_helpers(void) {
     CHECK(kipp_calloc(SIZE_MAX / 2, 4, &err) == NULL && err.code == KIPP_E_MEMORY);
 }
 
+/* kipp_calloc_huge: zeroed like calloc at every size; from 1 MiB up the
+ * block starts on a 2 MiB boundary (what lets the kernel back it with huge
+ * pages); sizes that overflow are refused by name. */
+static void test_calloc_huge(void) {
+    kipp_error err = {0};
+    const size_t sizes[] = {1, 4096, (1u << 20) - 4, 1u << 20, (3u << 20) + 12};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = kipp_calloc_huge(sizes[i] / 4 ? sizes[i] / 4 : 1, 4, &err);
+        CHECKF(p != NULL, "%zu bytes: %s", sizes[i], err.message);
+        if (!p) continue;
+        size_t n = sizes[i] / 4 ? sizes[i] / 4 * 4 : 4, nonzero = 0;
+        for (size_t j = 0; j < n; j++) nonzero += p[j] != 0;
+        CHECKF(nonzero == 0, "%zu bytes: %zu nonzero", sizes[i], nonzero);
+        if (sizes[i] >= (1u << 20))
+            CHECKF((uintptr_t)p % (2u << 20) == 0, "%zu bytes at %p", sizes[i], (void *)p);
+        memset(p, 0xab, n); /* the whole asked size is writable (ASan checks) */
+        free(p);
+    }
+    err = (kipp_error){0};
+    CHECK(kipp_calloc_huge(SIZE_MAX / 2, 4, &err) == NULL && err.code == KIPP_E_MEMORY);
+    CHECKF(strstr(err.message, "overflow") != NULL, "%s", err.message);
+    err = (kipp_error){0};
+    CHECK(kipp_calloc_huge(1, SIZE_MAX - 1, &err) == NULL && err.code == KIPP_E_MEMORY);
+}
+
 /* The plain definition: the first index whose value beats every earlier
  * one and the floor (NaN never compares greater). */
 static int32_t ref_argmax_above(const float *x, int32_t n, float floor) {
@@ -295,5 +320,6 @@ int main(void) {
     test_f32_to_fp16();
     test_f32_to_bf16();
     test_helpers();
+    test_calloc_huge();
     return test_finish("test_common");
 }
