@@ -33,14 +33,19 @@
  * 10-25 % for kipp and llama.cpp alike, so every record carries it. */
 static void weights_huge_kib(const char *path, long *pmd_kib, long *size_kib) {
     *pmd_kib = *size_kib = -1;
-    char real[4096];
-    FILE *f = realpath(path, real) ? fopen("/proc/self/smaps", "r") : NULL;
-    if (!f) return;
+    char *real = realpath(path, NULL);
+    FILE *f = real ? fopen("/proc/self/smaps", "r") : NULL;
+    if (!f) {
+        free(real);
+        return;
+    }
     char line[4352];
     int in = 0;
     while (fgets(line, sizeof line, f)) {
         long v;
-        if (line[0] >= '0' && line[0] <= 'f' && strchr(line, '-') && strchr(line, ' ')) {
+        unsigned long start, end;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
             /* a mapping header: "start-end perms offset dev inode   path" */
             char *slash = strchr(line, '/');
             size_t n = slash ? strcspn(slash, "\n") : 0;
@@ -53,6 +58,7 @@ static void weights_huge_kib(const char *path, long *pmd_kib, long *size_kib) {
         }
     }
     fclose(f);
+    free(real);
 }
 
 /* The largest --prompt-tokens or --decode count (a bound on the buffers the
