@@ -550,8 +550,9 @@ int kipp_artifact_open(const char *path, kipp_artifact *out, kipp_error *err) {
     if (map == MAP_FAILED) return kipp_fail(err, KIPP_E_IO, "cannot map '%s': %s", path, strerror(e));
 #ifdef MADV_HUGEPAGE
     /* Ask for 2 MiB pages. Where the page cache reads the file fresh (after
-     * a reboot or eviction), the kernel (ext4, XFS on Linux 6.x) then reads
-     * it in 2 MiB folios and maps them with one TLB entry each. With 4 KiB
+     * a reboot or eviction), the kernel then reads it in 2 MiB folios and
+     * maps them with one TLB entry each (seen: ext4 on Linux 6.18; file
+     * systems without large folios keep 4 KiB pages). With 4 KiB
      * pages, every 4 KiB of weights costs a page walk the first time a
      * prefill chunk reaches it. Measured on Zen 5 (a VM), synthetic-0.6b BF16,
      * one thread: the matmuls ran at ~65 FP32 FLOP per TSC cycle on 4 KiB
