@@ -32,8 +32,10 @@ PORT=${KIPP_DEMO_PORT:-18080}
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null' EXIT
 i=0
-until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 50 ] || { echo "demo: server did not come up" >&2; exit 1; }
+# /health is readiness: 200 once the model is loaded (/healthz, liveness, is
+# 200 as soon as the loop listens, while requests still get 503 "loading").
+until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; do
+    i=$((i + 1)); [ $i -lt 150 ] || { echo "demo: server did not become ready in 30 s" >&2; exit 1; }
     sleep 0.2
 done
 curl -s "http://127.0.0.1:$PORT/v1/models"
