@@ -23,6 +23,12 @@
  *   att_block_pair(...)         optional (ATT_HAS_PAIR): att_block for two
  *                               query heads of one row, each running
  *                               att_block's steps unchanged (same bits)
+ *   att_dots_multi(qd, kw, n, p, ps)
+ *                               optional (ATT_MULTI): att_dots for
+ *                               ATT_MULTI consecutive (row, head) units at
+ *                               once (queries D apart, scores ps apart),
+ *                               each score's steps unchanged (same bits);
+ *                               may write p up to 4 past n
  *
  * Why this shape. In a prefill chunk, every query row of a session reads
  * the same earlier K/V. Row by row, each would re-read (and re-widen) every
@@ -143,12 +149,19 @@ attention_nest(const float *q, size_t q_stride, uint32_t n_q, uint32_t g, uint32
         /* att_dots may read K rows up to 16 past nb: zero rows. (att_block
          * reads V rows below nb only, so the V phase needs no fill.) */
         if (nb_max < B) memset(&kw[nb_max], 0, (B - nb_max) * sizeof kw[0]);
-        for (uint32_t i = i_first; i < n_q; i++) {
-            uint32_t seen = pos0 + i + 1 - b0, nb = seen < B ? seen : B;
-            for (uint32_t h = 0; h < g; h++) {
-                size_t u = (size_t)i * g + h;
-                att_dots(qd + u * D, kw, nb, p + u * B);
-            }
+        size_t uk = (size_t)i_first * g; /* (row, head) units in row-major order */
+#ifdef ATT_MULTI
+        /* ATT_MULTI units at a time, up to the last one's row's positions
+         * (the others' extra scores are never read: att_block reads nb). */
+        for (; uk + ATT_MULTI <= units; uk += ATT_MULTI) {
+            uint32_t seen = pos0 + (uint32_t)((uk + ATT_MULTI - 1) / g) + 1 - b0;
+            uint32_t nb = seen < B ? seen : B;
+            att_dots_multi(qd + uk * D, kw, nb, p + uk * B, B);
+        }
+#endif
+        for (; uk < units; uk++) {
+            uint32_t seen = pos0 + (uint32_t)(uk / g) + 1 - b0, nb = seen < B ? seen : B;
+            att_dots(qd + uk * D, kw, nb, p + uk * B);
         }
         widen_block(bf, q8, 1, b0, n_last, nb_max, kw);
         for (uint32_t i = i_first; i < n_q; i++) {
