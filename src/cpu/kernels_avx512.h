@@ -53,6 +53,26 @@ typedef __m512 vf;
 #define VF_EXP_MIN (-104.0f)
 #include "cpu/kernels_simd.h"
 
+/* One 64-byte line of a BF16 weight row, read as four 16-byte loads put
+ * together -- the same 512 bits as one _mm512_loadu_si512, used by the
+ * decode tiles (PF_ROWS) only. On Zen 5 the matrix-vector stream ran
+ * faster this way, in the engine, interleaved, synthetic-0.6b BF16 decode
+ * at 0 context, tok/s: one 64-byte load 40.1, two 32-byte loads 43.7,
+ * four 16-byte loads 45.2 (the avx2 tier, 16-byte loads: 47.2); four
+ * 16-byte loads without the software prefetch 34.6, with it into L2 38.2,
+ * as four merge-masked loads (no inserts) 34.9. Fewer lines in flight
+ * per instruction window seem to leave the miss buffers to the prefetches
+ * one tile ahead; docs/ARCHITECTURE.md, "Stop 36". Prefill keeps the plain
+ * load: there the extra shuffles would compete with the FMAs. */
+static inline __attribute__((always_inline)) __m512i load_line_quarters(const uint16_t *p) {
+    const __m128i *q = (const __m128i *)p;
+    __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(q)),
+                                         _mm_loadu_si128(q + 1), 1);
+    __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(q + 2)),
+                                         _mm_loadu_si128(q + 3), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
 /* A Q4 block's 16 possible weights, entry i for nibble i: Q4_0 d (i - 8),
  * Q4_1 FMA(d, i, m) -- bitwise the oracle's values (d i is exact: an FP16
  * significand of 11 bits times 4 bits, so the FMA rounds d i + m once, as
