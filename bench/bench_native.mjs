@@ -199,6 +199,7 @@ const record = {
     cpu: field("model name"), cpu_family: Number(field("cpu family")), cpu_model: Number(field("model")),
     cores_online: os.cpus().length, mem_gib: +(os.totalmem() / 2 ** 30).toFixed(1), kernel: os.release(),
     simd_flags: simdFlags, read_bandwidth_gb_s: bw.read_gb_per_s, bandwidth_threads: bw.threads,
+    bandwidth_seq_gb_s: bw.seq_gb_per_s, bandwidth_rows8_gb_s: bw.rows8_gb_per_s,
     fp32_fma_gflops: fma.fp32_fma_gflops, fma_vector_bits: fma.vector_bits,
     loadavg_start: os.loadavg(),
   },
