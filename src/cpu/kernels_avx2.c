@@ -156,18 +156,21 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * site, so acc[][] lives in registers). A span with k0 > 0 picks the
  * accumulators up from carry[r][c] and one with k1 < k leaves them there:
  * storing and reloading a register is exact, so spans do not change the
- * sequence. Weight row n + r is, by src: BF16 row n + r of w; quantized
- * row n + r (row_bytes apart), decoded block by block by qweights; or FP32
+ * sequence. Tile row r is weight row n + r * rs (rs = 1 but in a split
+ * decode tile), by src: BF16 row of w; quantized row (row_bytes apart),
+ * decoded block by block by qweights; or FP32
  * row n - row0 + r of w (decoded once, kernels_blocked.h). Per output:
  * acc = 0; acc = FMA(w_i, x_i, acc) for each 8-value vector i in K order;
  * hsum8 -- whatever the source, R, C and the neighbours: matrix-vector and
  * matrix-matrix, decoded in the tile or once, give the same bits.
  * PF (decode): each weight row's next line is prefetched R rows ahead --
  * the next tile's -- because rows of a few KiB are too short for the
- * hardware prefetcher to ramp up on. Prefetches never fault. */
+ * hardware prefetcher to ramp up on (split tiles: along the row's own
+ * stream, kernels_simd.h). Prefetches never fault. */
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
-          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
+          float *const *y,
           uint32_t k0, uint32_t k1, __m256 (*carry)[MC]) {
     __m256 acc[8][MC];
     #pragma GCC unroll 8
@@ -184,9 +187,9 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 if (src == SRC_DEC) {
                     wv[r] = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
                 } else {
-                    const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                    const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                     if (PF == PF_ROWS && i % 32 == 0) /* one 64-byte line per 32 values */
-                        _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, rs)), _MM_HINT_T0);
                     wv[r] = bf16x8_to_f32(wr);
                 }
             }
@@ -198,7 +201,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             }
         }
     } else { /* quantized rows, a 32-value block at a time */
-        qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
+        qtile_ptrs qt = qtile_at(w, row_bytes, n, rs, k0 / 32, src, R, PF);
         seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 32) {
             qtile_prefetch(&qt, src, R, PF);
@@ -225,7 +228,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) y[m + c][n + r] = hsum8(acc[r][c]);
+        for (int c = 0; c < C; c++) y[m + c][n + r * rs] = hsum8(acc[r][c]);
 }
 
 /* Decode: weight rows in flight per matrix-vector tile (quantized: 2 rows

@@ -159,7 +159,7 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
 #ifndef KIPP_AVX2I8_VNNI
     const __m256i ones = _mm256_set1_epi16(1);
 #endif
-    qtile_ptrs qt = qtile_at(w, row_bytes, n, 0, t, R, PF);
+    qtile_ptrs qt = qtile_at(w, row_bytes, n, 1, 0, t, R, PF);
     seq_pf sp = seq_pf_at(w, t, row_bytes, nblk * 32, n, 0, R, PF);
     for (uint32_t b = 0; b < nblk; b++) {
         qtile_prefetch(&qt, t, R, PF);

@@ -103,8 +103,9 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * spans runs each output's sequence below unchanged (block_rows cuts long
  * rows so an activation tile's span stays in L1).
  * R weight rows x C activation rows; R, C, PF and src are compile-time
- * constants at every call site, so acc[][] lives in registers. Weight row
- * n + r is, by src: BF16 row n + r of w; quantized row n + r (row_bytes
+ * constants at every call site, so acc[][] lives in registers. Tile row
+ * r is weight row n + r * rs (rs = 1 but in a split decode tile), by src:
+ * BF16 row of w; quantized row (row_bytes
  * apart), each block decoded by qweights; or FP32 row n - row0 + r of w
  * (rows already decoded into the packed order: prefill, kernels_blocked.h).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
@@ -116,12 +117,14 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * and reused by all C rows.
  * PF (decode): PF_ROWS prefetches each row's line R rows ahead -- the
  * next tile's -- so the next rows stream in while this tile computes (rows
- * are only a few KiB, too short for the hardware prefetcher to ramp up on);
+ * are only a few KiB, too short for the hardware prefetcher to ramp up on),
+ * or, in a split tile, PF_STREAM_AHEAD bytes on along the row's stream;
  * PF_SEQ prefetches the following tiles as one region into L2
  * (kernels_simd.h). A prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
-          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
+          float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
     __m512 acc[8][MC];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
@@ -129,7 +132,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
-    qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
+    qtile_ptrs qt = qtile_at(w, row_bytes, n, rs, k0 / 32, src, R, PF);
     seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512 we[8], wo[8];
@@ -142,9 +145,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 we[r] = _mm512_load_ps(wr);
                 wo[r] = _mm512_load_ps(wr + 16);
             } else if (src == SRC_BF16) {
-                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                 __m512i wv = PF == PF_ROWS ? load_line_quarters(wr) : _mm512_loadu_si512(wr);
-                if (PF == PF_ROWS) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                if (PF == PF_ROWS)
+                    _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, rs)), _MM_HINT_T0);
                 we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
                 wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
             } else { /* a quantized block, decoded here */
@@ -170,7 +174,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         TILE_PARK(acc, carry, R, C);
         return;
     }
-    store_tile(&acc[0][0], MC, R, C, n, m, y);
+    store_tile(&acc[0][0], MC, R, C, n, rs, m, y);
 }
 
 /* Block b of a quantized row as 32 FP32 weights in the packed order (the

@@ -138,12 +138,13 @@ static inline __attribute__((always_inline)) __m512 fold16(__m512 a[16]) {
 }
 
 
-/* y[m + c][n + r] = the sum of acc[r * stride + c] for an R x C tile of a
- * matmul (R, C compile-time constants): 16 sums at a time through fold16
- * (unused slots zero), or fold1 for a tile of one. */
+/* y[m + c][n + r * rs] = the sum of acc[r * stride + c] for an R x C tile
+ * of a matmul (R, C compile-time constants; rs = 1 but in a split decode
+ * tile): 16 sums at a time through fold16 (unused slots zero), or fold1
+ * for a tile of one. */
 static inline __attribute__((always_inline)) void store_tile(const __m512 *acc, int stride, int R,
-                                                             int C, uint32_t n, uint32_t m,
-                                                             float *const *y) {
+                                                             int C, uint32_t n, uint32_t rs,
+                                                             uint32_t m, float *const *y) {
     if (R * C == 1) {
         y[m][n] = fold1(acc[0]);
         return;
@@ -164,7 +165,10 @@ static inline __attribute__((always_inline)) void store_tile(const __m512 *acc, 
             int f = g + i;
             if (f >= R * C) break;
             float *dst = y[m + (uint32_t)(f / R)] + n + (uint32_t)(f % R);
-            if (R == 4) _mm_storeu_ps(dst, _mm_load_ps(sum + i));
+            if (rs != 1) /* a split decode tile (C = 1): row r's output is n + r * rs */
+                for (int j = 0; j < step && f + j < R * C; j++)
+                    y[m + (uint32_t)((f + j) / R)][n + (uint32_t)((f + j) % R) * rs] = sum[i + j];
+            else if (R == 4) _mm_storeu_ps(dst, _mm_load_ps(sum + i));
             else if (R == 8) _mm256_storeu_ps(dst, _mm256_load_ps(sum + i));
             else *dst = sum[i];
         }

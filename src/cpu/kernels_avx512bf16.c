@@ -129,23 +129,26 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * cores. Chunks [k0, k1) of an R x C tile; R, C, PF, src compile-time
  * constants at every call site, so acc[][] lives in registers. A span with
  * k0 > 0 picks the accumulators up from carry and one with k1 < k leaves
- * them there (storing and reloading a register is exact). Weight row n + r
- * is, by src: BF16 row n + r of w; quantized row n + r (row_bytes apart),
+ * them there (storing and reloading a register is exact). Tile row r is
+ * weight row n + r * rs (rs = 1 but in a split decode tile), by src: BF16
+ * row of w; quantized row (row_bytes apart),
  * each block decoded by qweights; or BF16 row n - row0 + r of w (rows the
  * prefill decoded once). Per output: acc = 0; one vdpbf16ps per 32-value
  * chunk in K order; the fold tree -- whatever R, C, the source, the span
  * cut and the neighbours. PF (decode): each row's line is prefetched R
- * rows ahead, the next tile's, as the FP32 tiers do. */
+ * rows ahead, the next tile's (split tiles: along the row's stream), as
+ * the FP32 tiers do. */
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
-          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y,
+          size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
+          float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
     __m512 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
-    qtile_ptrs qt = qtile_at(w, row_bytes, n, k0 / 32, src, R, PF);
+    qtile_ptrs qt = qtile_at(w, row_bytes, n, rs, k0 / 32, src, R, PF);
     seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512bh wv[8];
@@ -154,9 +157,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_BF16) {
-                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r) * k + i;
+                const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                 wv[r] = PF == PF_ROWS ? as_bh(load_line_quarters(wr)) : load_bh(wr);
-                if (PF == PF_ROWS) _mm_prefetch((const char *)(wr + (size_t)R * k), _MM_HINT_T0);
+                if (PF == PF_ROWS)
+                    _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, rs)), _MM_HINT_T0);
             } else if (src == SRC_DEC) { /* decoded rows: BF16 on this tier */
                 wv[r] = load_bh((const uint16_t *)w + (size_t)(n - row0 + r) * k + i);
             } else {
@@ -175,7 +179,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         TILE_PARK(acc, carry, R, C);
         return;
     }
-    store_tile(&acc[0][0], MC, R, C, n, m, y);
+    store_tile(&acc[0][0], MC, R, C, n, rs, m, y);
 }
 
 #define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */

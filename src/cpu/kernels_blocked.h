@@ -44,21 +44,32 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
                                                            size_t row_bytes, uint32_t k,
                                                            const char *x, size_t x_stride, int R,
                                                            int C, int PF, uint32_t n,
-                                                           float *const *y) {
-    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, 0, y, 0, k, NULL);
+                                                           uint32_t rs, float *const *y) {
+    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL);
 }
 
 /* Decode (one activation row): weight rows [n0, n1) streamed once, R at a
- * time with prefetch PF, the last few one by one. */
+ * time with prefetch PF, the last few one by one. With PF_ROWS, BF16 rows
+ * go in split tiles (kernels_simd.h): tile j holds rows n0 + j + r * L,
+ * L = (n1 - n0) / R, so tile row r streams through rows [n0 + r * L,
+ * n0 + (r + 1) * L) in order. A row's sum does not depend on its tile, so
+ * the bits are the adjacent tiles'. Quantized rows keep adjacent tiles:
+ * split, Q8_0 decode measured no faster (its block decode, not the
+ * stream, sets the pace). */
 static inline __attribute__((always_inline)) void decode_rows(const void *w, int src,
                                                               size_t row_bytes, uint32_t k,
                                                               const char *x, size_t x_stride,
                                                               int R, int PF, uint32_t n0,
                                                               uint32_t n1, float *const *y) {
-    uint32_t n = n0;
+    uint32_t n = n0, L = (n1 - n0) / (uint32_t)R;
+    if (PF == PF_ROWS && src == SRC_BF16 && L >= SPLIT_MIN_ROWS) {
+        for (uint32_t j = 0; j < L; j++)
+            tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n0 + j, L, y);
+        n = n0 + (uint32_t)R * L;
+    }
     for (; n + (uint32_t)R <= n1; n += (uint32_t)R)
-        tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n, y);
-    for (; n < n1; n++) tile_any(w, src, row_bytes, k, x, x_stride, 1, 1, PF_NONE, n, y);
+        tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n, 1, y);
+    for (; n < n1; n++) tile_any(w, src, row_bytes, k, x, x_stride, 1, 1, PF_NONE, n, 1, y);
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
@@ -78,15 +89,15 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
             for (; n + MR <= ne; n += MR)                                                   \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, r, y, k0, k1, \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, k1, \
                           carry + (n - nb));                                                \
             if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, r, y, k0, k1,  \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, k1,  \
                           carry + (n - nb));                                                \
                 n += 2;                                                                     \
             }                                                                               \
             for (; n < ne; n++)                                                             \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, r, y, k0, k1, \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, k1, \
                           carry + (n - nb));                                                \
         }                                                                                   \
     } while (0)

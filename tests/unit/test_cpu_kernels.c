@@ -86,6 +86,14 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
         rows_mv[0] = y_mv[r];
         kr->matmul_bf16(w, K, 0, N, act + r * stride, stride, 1, rows_mv);
     }
+    /* matvec in two column ranges: [0, 29) too short for split decode
+     * tiles, [29, N) split from an offset (kernels_blocked.h decode_rows) */
+    static float y_mv2[M][N];
+    for (int r = 0; r < M; r++) {
+        rows_mv[0] = y_mv2[r];
+        kr->matmul_bf16(w, K, 0, 29, act + r * stride, stride, 1, rows_mv);
+        kr->matmul_bf16(w, K, 29, N, act + r * stride, stride, 1, rows_mv);
+    }
     /* ragged column splits and a ragged subset of rows */
     kr->matmul_bf16(w, K, 0, 13, act, stride, M, rows_split);
     kr->matmul_bf16(w, K, 13, 41, act, stride, 5, rows_split);
@@ -109,6 +117,8 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     CHECKF(worst <= tol, "%s matmul: worst error %.3g of sum|w*x| > %.3g", kr->name, worst, tol);
     CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0, "%s: matmat rows differ from matvec", kr->name);
     CHECKF(memcmp(y_mm, y_split, sizeof y_mm) == 0, "%s: column/row split changes bits",
+           kr->name);
+    CHECKF(memcmp(y_mv, y_mv2, sizeof y_mv) == 0, "%s: matvec column split changes bits",
            kr->name);
     /* The tier's PF_SEQ twin: the same table but for decode's prefetch and
      * tile height, so the same decode bits, whole and column-split. */
