@@ -64,7 +64,7 @@ static inline __attribute__((always_inline)) void decode_rows(const void *w, int
     uint32_t n = n0, L = (n1 - n0) / (uint32_t)R;
     if (PF == PF_ROWS && src == SRC_BF16 && L >= SPLIT_MIN_ROWS) {
         for (uint32_t j = 0; j < L; j++)
-            tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n0 + j, L, y);
+            tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF_STREAM, n0 + j, L, y);
         n = n0 + (uint32_t)R * L;
     }
     for (; n + (uint32_t)R <= n1; n += (uint32_t)R)

@@ -92,12 +92,13 @@ enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
 enum { SRC_BF16 = 16, SRC_DEC = 17 };
 /* A tile's decode prefetch (tile_span's PF; docs/ARCHITECTURE.md, "Stop 26"
  * and "Stop 37"): PF_ROWS: each row's line, into L1, at the current K
- * position R rows on (the following tile) when the tile's rows are
- * adjacent, or PF_STREAM_AHEAD bytes on in the row when they are a split
- * tile's (decode_rows); PF_SEQ: the following tiles' rows as the one
- * contiguous region they are, a chunk's share per chunk, in address order,
- * into L2, SEQ_PF_TILES tiles on. Prefetches change no result. */
-enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2 };
+ * position R rows on (the following tile); PF_STREAM (the split tiles a
+ * PF_ROWS table's BF16 decode runs, decode_rows): each row's line
+ * PF_STREAM_AHEAD bytes on in its own stream, into L1; PF_SEQ: the
+ * following tiles' rows as the one contiguous region they are, a chunk's
+ * share per chunk, in address order, into L2, SEQ_PF_TILES tiles on.
+ * Prefetches change no result. */
+enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2, PF_STREAM = 3 };
 #define SEQ_PF_TILES 2
 /* Split decode tiles (kernels_blocked.h decode_rows): a tile's R rows lie
  * rs = (n1 - n0) / R rows apart, so each of its rows walks its own long
@@ -112,10 +113,9 @@ enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2 };
 #define PF_STREAM_AHEAD 256
 #define SPLIT_MIN_ROWS 4
 
-/* PF_ROWS: how many BF16 values on a tile's row prefetches (rs: the
- * distance between the tile's rows; 1 = adjacent). */
-static inline __attribute__((always_inline)) size_t row_pf_ahead(int R, uint32_t k, uint32_t rs) {
-    return rs == 1 ? (size_t)R * k : PF_STREAM_AHEAD / sizeof(uint16_t);
+/* PF_ROWS, PF_STREAM: how many BF16 values on a tile's row prefetches. */
+static inline __attribute__((always_inline)) size_t row_pf_ahead(int R, uint32_t k, int PF) {
+    return PF == PF_STREAM ? PF_STREAM_AHEAD / sizeof(uint16_t) : (size_t)R * k;
 }
 
 static inline size_t qblock_bytes(int t) {
@@ -158,10 +158,9 @@ static inline __attribute__((always_inline)) qtile_ptrs qtile_at(const void *w, 
                                                                  uint32_t b, int t, int R, int PF) {
     if (t >= SRC_BF16) return (qtile_ptrs){0};
     const uint8_t *p0 = (const uint8_t *)w + (size_t)n * row_bytes + (size_t)b * qblock_bytes(t);
-    /* only pointers into the tile's rows (and, with PF, the next tile's or
-     * further along a split tile's streams) */
-    size_t ahead = rs == 1 ? (size_t)R * row_bytes : PF_STREAM_AHEAD;
-    const uint8_t *f0 = PF == PF_ROWS ? p0 + ahead : p0;
+    /* only pointers into the tile's rows (and, with PF_ROWS, the next
+     * tile's; quantized rows are never split, decode_rows) */
+    const uint8_t *f0 = PF == PF_ROWS ? p0 + (size_t)R * row_bytes : p0;
     size_t step = (size_t)rs * row_bytes; /* between the tile's rows */
     size_t rs3 = R > 3 ? 3 * step : 0;
     return (qtile_ptrs){p0, p0 + rs3, f0, f0 + rs3, step, rs3};
