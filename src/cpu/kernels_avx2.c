@@ -157,9 +157,9 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * accumulators up from carry[r][c] and one with k1 < k leaves them there:
  * storing and reloading a register is exact, so spans do not change the
  * sequence. Tile row r is weight row n + r * rs (rs = 1 but in a split
- * decode tile), by src: BF16 row of w; quantized row (row_bytes apart),
- * decoded block by block by qweights; or FP32
- * row n - row0 + r of w (decoded once, kernels_blocked.h). Per output:
+ * decode tile), by src: a BF16 row of w; a quantized row (row_bytes
+ * apart), decoded block by block by qweights; or FP32 row n - row0 + r of
+ * w (decoded once, kernels_blocked.h; never split). Per output:
  * acc = 0; acc = FMA(w_i, x_i, acc) for each 8-value vector i in K order;
  * hsum8 -- whatever the source, R, C and the neighbours: matrix-vector and
  * matrix-matrix, decoded in the tile or once, give the same bits.

@@ -105,9 +105,9 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * R weight rows x C activation rows; R, C, PF and src are compile-time
  * constants at every call site, so acc[][] lives in registers. Tile row
  * r is weight row n + r * rs (rs = 1 but in a split decode tile), by src:
- * BF16 row of w; quantized row (row_bytes
- * apart), each block decoded by qweights; or FP32 row n - row0 + r of w
- * (rows already decoded into the packed order: prefill, kernels_blocked.h).
+ * a BF16 row of w; a quantized row (row_bytes apart), each block decoded
+ * by qweights; or FP32 row n - row0 + r of w (rows already decoded into
+ * the packed order: prefill, kernels_blocked.h; never split).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and
@@ -118,7 +118,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * PF (decode): PF_ROWS prefetches each row's line R rows ahead -- the
  * next tile's -- so the next rows stream in while this tile computes (rows
  * are only a few KiB, too short for the hardware prefetcher to ramp up on),
- * or, in a split tile, PF_STREAM_AHEAD bytes on along the row's stream;
+ * PF_STREAM (a split tile) PF_STREAM_AHEAD bytes on along the row's stream;
  * PF_SEQ prefetches the following tiles as one region into L2
  * (kernels_simd.h). A prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void

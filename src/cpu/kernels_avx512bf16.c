@@ -130,10 +130,10 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * constants at every call site, so acc[][] lives in registers. A span with
  * k0 > 0 picks the accumulators up from carry and one with k1 < k leaves
  * them there (storing and reloading a register is exact). Tile row r is
- * weight row n + r * rs (rs = 1 but in a split decode tile), by src: BF16
- * row of w; quantized row (row_bytes apart),
- * each block decoded by qweights; or BF16 row n - row0 + r of w (rows the
- * prefill decoded once). Per output: acc = 0; one vdpbf16ps per 32-value
+ * weight row n + r * rs (rs = 1 but in a split decode tile), by src: a
+ * BF16 row of w; a quantized row (row_bytes apart), each block decoded by
+ * qweights; or BF16 row n - row0 + r of w (rows the prefill decoded once;
+ * never split). Per output: acc = 0; one vdpbf16ps per 32-value
  * chunk in K order; the fold tree -- whatever R, C, the source, the span
  * cut and the neighbours. PF (decode): each row's line is prefetched R
  * rows ahead, the next tile's (split tiles: along the row's stream), as

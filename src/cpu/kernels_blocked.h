@@ -12,7 +12,8 @@
  *                            weight source (SRC_BF16, SRC_DEC, QT_*),
  *                            accumulators parked in carry[r][c] between
  *                            spans; the per-output operation sequence must
- *                            not depend on the source, R, C or the span cut
+ *                            not depend on the source, R, C, the rows'
+ *                            spacing rs or the span cut
  *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode),
  *   MV_SEQ_ROWS_BF16, MV_SEQ_ROWS_Q  the same for the PF_SEQ table
  *   qdecode_block(t, row, b, dst)  block b of a quantized row as the 32
@@ -54,8 +55,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
  * L = (n1 - n0) / R, so tile row r streams through rows [n0 + r * L,
  * n0 + (r + 1) * L) in order. A row's sum does not depend on its tile, so
  * the bits are the adjacent tiles'. Quantized rows keep adjacent tiles:
- * split, Q8_0 decode measured no faster (its block decode, not the
- * stream, sets the pace). */
+ * split, Q8_0 decode measured no faster (docs/ARCHITECTURE.md "Stop 37"). */
 static inline __attribute__((always_inline)) void decode_rows(const void *w, int src,
                                                               size_t row_bytes, uint32_t k,
                                                               const char *x, size_t x_stride,
@@ -89,16 +89,16 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
             for (; n + MR <= ne; n += MR)                                                   \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, k1, \
-                          carry + (n - nb));                                                \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, \
+                          k1, carry + (n - nb));                                            \
             if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, k1,  \
-                          carry + (n - nb));                                                \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, \
+                          k1, carry + (n - nb));                                            \
                 n += 2;                                                                     \
             }                                                                               \
             for (; n < ne; n++)                                                             \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, k1, \
-                          carry + (n - nb));                                                \
+                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, \
+                          k1, carry + (n - nb));                                            \
         }                                                                                   \
     } while (0)
     _Static_assert(MC >= 3 && MC <= 6, "the remainder switch covers MC - 1 rows");
