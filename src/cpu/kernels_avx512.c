@@ -146,9 +146,8 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 wo[r] = _mm512_load_ps(wr + 16);
             } else if (src == SRC_BF16) {
                 const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
-                __m512i wv = PF == PF_ROWS || PF == PF_STREAM ? load_line_quarters(wr)
-                                                              : _mm512_loadu_si512(wr);
-                if (PF == PF_ROWS || PF == PF_STREAM)
+                __m512i wv = row_pf(PF) ? load_line_quarters(wr) : _mm512_loadu_si512(wr);
+                if (row_pf(PF))
                     _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, PF)), _MM_HINT_T0);
                 we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
                 wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));

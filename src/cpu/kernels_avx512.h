@@ -55,7 +55,7 @@ typedef __m512 vf;
 
 /* One 64-byte line of a BF16 weight row, read as four 16-byte loads put
  * together -- the same 512 bits as one _mm512_loadu_si512, used by the
- * decode tiles (PF_ROWS) only. On Zen 5 the matrix-vector stream ran
+ * decode tiles (row_pf: PF_ROWS, PF_STREAM) only. On Zen 5 the matrix-vector stream ran
  * faster this way, in the engine, interleaved, synthetic-0.6b BF16 decode
  * at 0 context, tok/s: one 64-byte load 40.1, two 32-byte loads 43.7,
  * four 16-byte loads 45.2 (the avx2 tier, 16-byte loads: 47.2); four

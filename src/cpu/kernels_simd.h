@@ -113,7 +113,11 @@ enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2, PF_STREAM = 3 };
 #define PF_STREAM_AHEAD 256
 #define SPLIT_MIN_ROWS 4
 
-/* PF_ROWS, PF_STREAM: how many BF16 values on a tile's row prefetches. */
+/* Whether a decode tile prefetches each BF16 row's own line into L1
+ * (PF_ROWS, PF_STREAM), and how many values on. */
+static inline __attribute__((always_inline)) int row_pf(int PF) {
+    return PF == PF_ROWS || PF == PF_STREAM;
+}
 static inline __attribute__((always_inline)) size_t row_pf_ahead(int R, uint32_t k, int PF) {
     return PF == PF_STREAM ? PF_STREAM_AHEAD / sizeof(uint16_t) : (size_t)R * k;
 }
