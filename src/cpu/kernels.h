@@ -185,9 +185,10 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_generic;
  * touches the few pages its scales' exponents fall in. */
 extern float kipp_cpu_f16_table[65536];
 /* The same values times 2^-16 (exact: an FP16 value is at least 2^-24,
- * so these are normal FP32 numbers). The avx512 Q8_0 decoder multiplies an
- * int8 it left in the top half of a 32-bit lane, q * 2^16, by this scale:
- * d * q, the same exact product, one shift fewer (kernels_avx512.h). */
+ * so these are normal FP32 numbers). The avx512 Q8_0 decoder multiplies
+ * each int8 it left in the top half of a 32-bit lane, q * 2^16, by this
+ * scale: d * q, the same exact product, without shifting q down
+ * (kernels_avx512.h). */
 extern float kipp_cpu_f16_table_m16[65536];
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;

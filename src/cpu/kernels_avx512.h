@@ -89,21 +89,23 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
 /* A Q8_0 block's 32 exact FP32 values d * q as evens w[0] (values 0, 2,
  * .., 30) and odds w[1] (1, 3, .., 31): the int8 q sign-extended to
  * 16-bit pairs, so one dword holds values 2j (low half) and 2j+1 (high
- * half). The odd value is the dword shifted right arithmetically, times d;
- * the even one is left in the top half by one left shift, q * 2^16 (exact
- * in FP32), and multiplied by d * 2^-16 (kipp_cpu_f16_table_m16): the same
- * exact product d * q for one shift instead of two. Two shifts and two
- * multiplies per block are what bound this decoder (Zen 4, one thread, L2:
- * ~4.8 -> ~4.1 TSC ticks per row and block against shifting both values
- * down). The avx512 tier's Q8_0 weights and both tiers' Q8_0 KV rows. */
+ * half). Both values are taken as q * 2^16 in the top half (exact in
+ * FP32) -- the even one by a left shift, the odd one by masking the low
+ * half off -- and multiplied by d * 2^-16 (kipp_cpu_f16_table_m16): the
+ * exact product d * q, one ALU op and one scale per value. (Zen 4, one
+ * thread, L2: ~4.8 -> ~4.1 TSC ticks per row and block against shifting
+ * both values down. Stop 38: the mask in place of a right shift on the
+ * odd value makes one table load per block, not two, and one register
+ * less for the decode tile.) The avx512 tier's Q8_0 weights and both
+ * tiers' Q8_0 KV rows. */
 static inline __attribute__((always_inline)) void q8_evens_odds(const kipp_block_q8_0 *blk,
                                                                 __m512 w[2]) {
-    __m512 d = half16(blk->d), d_m16 = _mm512_set1_ps(kipp_cpu_f16_table_m16[blk->d]);
+    __m512 d_m16 = _mm512_set1_ps(kipp_cpu_f16_table_m16[blk->d]);
     __m512i q16 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)blk->qs));
     __m512i even_hi = _mm512_slli_epi32(q16, 16); /* q_even * 2^16 */
-    __m512i odd = _mm512_srai_epi32(q16, 16);
+    __m512i odd_hi = _mm512_and_si512(q16, _mm512_set1_epi32((int)0xffff0000u)); /* q_odd * 2^16 */
     w[0] = _mm512_mul_ps(d_m16, _mm512_cvtepi32_ps(even_hi));
-    w[1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(odd));
+    w[1] = _mm512_mul_ps(d_m16, _mm512_cvtepi32_ps(odd_hi));
 }
 
 /* ---- summing the 16 lanes of an accumulator ----
