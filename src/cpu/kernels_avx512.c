@@ -97,60 +97,46 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
     w[1] = _mm512_permutexvar_ps(_mm512_srlv_epi32(pairs, odd_shift), table);
 }
 
-/* The decode tile: 8 weight rows x one activation row, the whole of K, for
- * every decode table with a row prefetch (row_pf: PF_ROWS, PF_STREAM) and
- * every source but SRC_DEC. Tile row r is weight row n + r * rs; its
- * chunk c is at qtile_row(p0, p3, gap, gap3, r) + c * step, so the loop
- * steps two row pointers, two prefetch pointers and x, and nothing is
- * indexed by a chunk counter. Per output it runs tile_span's sequence
- * (below), so the bits are tile_span's. Why a tile of its own: tile_span's
- * general loop (chunk counter, spans, C activation rows) ran out of
- * general registers in the quantized decode and parked pointers and block
- * scales in vector registers and on the stack every chunk; this loop keeps
- * them all in registers. Measured on Zen 5 (stop 38, interleaved, best of
- * 4-5): Q8_0 rows, two threads out of cache, 48 -> 55 GB/s;
- * synthetic-0.6b decode at 0 context, Q8_0 61 -> 64 tok/s (every run),
- * Q4_0 73 -> 77, Q4_1 76 -> 78, BF16 unchanged (it streamed at the same
- * rate either way; one decode tile for all sources keeps one loop).
- * PF_ROWS prefetches each row's line 8 rows on (the following tile's row,
- * where the row is too short for the hardware prefetcher to ramp up on);
- * PF_STREAM (split tiles, decode_rows) PF_STREAM_AHEAD bytes on along the
- * row's own stream. A prefetch past the tensor's end never faults. */
-enum { DECODE_TILE_ROWS = 8 };
-static inline __attribute__((always_inline)) void decode_tile(int src, const void *w,
-                                                              size_t row_bytes, uint32_t k,
-                                                              const float *x, uint32_t n,
-                                                              uint32_t rs, int PF,
-                                                              float *const *y) {
-    const size_t rb = src == SRC_BF16 ? (size_t)k * sizeof(uint16_t) : row_bytes;
-    const size_t step = src_block_bytes(src), gap = rb * rs, gap3 = 3 * gap;
-    const size_t ahead = PF == PF_STREAM ? PF_STREAM_AHEAD : DECODE_TILE_ROWS * rb;
-    const uint8_t *p0 = (const uint8_t *)w + (size_t)n * rb, *p3 = p0 + gap3;
-    const uint8_t *f0 = p0 + ahead, *f3 = p3 + ahead;
+/* The quantized decode tile: 8 weight rows (adjacent, row_bytes apart) x
+ * one activation row, the whole of K, for the PF_ROWS tables (quantized
+ * rows are never split, decode_rows). Row r's block b is at
+ * qtile_row(p0, p3, rs, rs3, r) + b * block bytes, so the loop steps two
+ * row pointers, two prefetch pointers and x, and nothing is indexed by a
+ * block counter. Per output it runs tile_span's sequence (below), so the
+ * bits are tile_span's. Why a tile of its own: tile_span's general loop
+ * (chunk counter, spans, C activation rows) ran out of general registers
+ * here and parked pointers and block scales in vector registers and on
+ * the stack every block; this loop keeps them in registers. Measured on
+ * Zen 5 (stop 38, interleaved, best of 4-5): Q8_0 rows, two threads out
+ * of cache, 48 -> 55 GB/s; synthetic-0.6b decode at 0 context, Q8_0 61 ->
+ * 64 tok/s (every run), Q4_0 73 -> 77, Q4_1 76 -> 78. BF16 rows keep
+ * tile_span: the same loop for them measured 3-7 % slower in the engine
+ * (docs/ARCHITECTURE.md "Stop 38"). Each row's block of the following
+ * tile is prefetched into L1 (PF_ROWS; kernels_simd.h qtile_prefetch). */
+enum { QDECODE_TILE_ROWS = 8 };
+static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint8_t *w,
+                                                               size_t row_bytes, uint32_t k,
+                                                               const float *x, uint32_t n,
+                                                               float *const *y) {
+    const size_t rs = row_bytes, rs3 = 3 * rs, step = qblock_bytes(t);
+    const uint8_t *p0 = w + (size_t)n * rs, *p3 = p0 + rs3;
+    const uint8_t *f0 = p0 + QDECODE_TILE_ROWS * rs, *f3 = f0 + rs3;
     const uint8_t *end = p0 + (size_t)(k / 32) * step;
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
-    __m512 acc[DECODE_TILE_ROWS];
+    __m512 acc[QDECODE_TILE_ROWS];
     #pragma GCC unroll 8
-    for (int r = 0; r < DECODE_TILE_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < QDECODE_TILE_ROWS; r++) acc[r] = _mm512_setzero_ps();
     for (; p0 < end; p0 += step, p3 += step, f0 += step, f3 += step, x += 32) {
         __m512 xe = _mm512_loadu_ps(x), xo = _mm512_loadu_ps(x + 16);
         #pragma GCC unroll 8
-        for (int r = 0; r < DECODE_TILE_ROWS; r++) {
-            _mm_prefetch((const char *)qtile_row(f0, f3, gap, gap3, r), _MM_HINT_T0);
-            const uint8_t *chunk = qtile_row(p0, p3, gap, gap3, r);
+        for (int r = 0; r < QDECODE_TILE_ROWS; r++) {
+            _mm_prefetch((const char *)qtile_row(f0, f3, rs, rs3, r), _MM_HINT_T0);
             __m512 wv[2];
-            if (src == SRC_BF16) {
-                __m512i v = load_line_quarters((const uint16_t *)chunk);
-                wv[0] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-                wv[1] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
-            } else {
-                qweights(src, chunk, 0, wv);
-            }
+            qweights(t, qtile_row(p0, p3, rs, rs3, r), 0, wv);
             acc[r] = _mm512_fmadd_ps(wv[0], xe, acc[r]);
             acc[r] = _mm512_fmadd_ps(wv[1], xo, acc[r]);
         }
     }
-    store_tile(acc, 1, DECODE_TILE_ROWS, 1, n, rs, 0, y);
+    store_tile(acc, 1, QDECODE_TILE_ROWS, 1, n, 1, 0, y);
 }
 
 /* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
@@ -171,16 +157,20 @@ static inline __attribute__((always_inline)) void decode_tile(int src, const voi
  * and a quantized row gives the same bits decoded in the tile or decoded
  * once into FP32. The weight vectors are widened (decoded) once per chunk
  * and reused by all C rows.
- * PF (decode): the row prefetches (PF_ROWS, PF_STREAM) hand the tile to
- * decode_tile above; PF_SEQ prefetches the following tiles as one region
- * into L2 (kernels_simd.h). A prefetch past the tensor's end never faults. */
+ * PF (decode): PF_ROWS prefetches each BF16 row's line R rows ahead --
+ * the next tile's -- so the next rows stream in while this tile computes
+ * (rows are only a few KiB, too short for the hardware prefetcher to ramp
+ * up on; quantized PF_ROWS tiles are qdecode_tile's, above), PF_STREAM (a
+ * split tile) PF_STREAM_AHEAD bytes on along the row's stream; PF_SEQ
+ * prefetches the following tiles as one region into L2 (kernels_simd.h).
+ * A prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
-    if (row_pf(PF) && R == DECODE_TILE_ROWS && C == 1 && src != SRC_DEC) {
-        decode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, rs, PF, y);
+    if (PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS && C == 1) {
+        qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
     }
     __m512 acc[8][MC];
@@ -202,7 +192,9 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 wo[r] = _mm512_load_ps(wr + 16);
             } else if (src == SRC_BF16) {
                 const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
-                __m512i wv = _mm512_loadu_si512(wr);
+                __m512i wv = row_pf(PF) ? load_line_quarters(wr) : _mm512_loadu_si512(wr);
+                if (row_pf(PF))
+                    _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, PF)), _MM_HINT_T0);
                 we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
                 wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
             } else { /* a quantized block, decoded here */
@@ -241,8 +233,8 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     _mm512_store_ps(dst + 16, wv[1]);
 }
 
-#define MV_ROWS_BF16 DECODE_TILE_ROWS /* decode, PF_ROWS: 8 weight rows in flight */
-#define MV_ROWS_Q DECODE_TILE_ROWS
+#define MV_ROWS_BF16 8 /* decode, PF_ROWS: 8 weight rows in flight */
+#define MV_ROWS_Q QDECODE_TILE_ROWS
 /* PF_SEQ: two BF16 rows (fewer streams for the hardware to track: 8 rows
  * streamed ~24 GB/s on Zen 4 against ~30 for 2, one ~29); quantized 8 (a
  * Q4 block's decode is the bound there: 4 rows measured ~5 % slower). */
