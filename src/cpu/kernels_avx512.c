@@ -110,9 +110,10 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * Zen 5 (stop 38, interleaved, best of 4-5): Q8_0 rows, two threads out
  * of cache, 48 -> 55 GB/s; synthetic-0.6b decode at 0 context, Q8_0 61 ->
  * 64 tok/s (every run), Q4_0 73 -> 77, Q4_1 76 -> 78. BF16 rows keep
- * tile_span: the same loop for them measured 3-7 % slower in the engine
- * (docs/ARCHITECTURE.md "Stop 38"). Each row's block of the following
- * tile is prefetched into L1 (PF_ROWS; kernels_simd.h qtile_prefetch). */
+ * tile_span: their tile had no such spills, and the same loop for them
+ * measured no faster (docs/ARCHITECTURE.md "Stop 38"). Each row's block
+ * of the following tile is prefetched into L1, as qtile_prefetch
+ * (kernels_simd.h) does for the other tiers. */
 enum { QDECODE_TILE_ROWS = 8 };
 static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint8_t *w,
                                                                size_t row_bytes, uint32_t k,
