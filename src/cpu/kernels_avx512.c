@@ -100,44 +100,43 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
 /* The quantized decode tile: 8 weight rows (adjacent, row_bytes apart) x
  * one activation row, the whole of K, for the PF_ROWS tables (quantized
  * rows are never split, decode_rows). Row r's block b is at
- * qtile_row(p0, p3, rs, rs3, r) + b * block bytes, so the loop steps two
- * row pointers, two prefetch pointers and x, and nothing is indexed by a
- * block counter. Per output it runs tile_span's sequence (below), so the
- * bits are tile_span's. Why a tile of its own: tile_span's general loop
- * (chunk counter, spans, C activation rows) ran out of general registers
- * here and parked pointers and block scales in vector registers and on
- * the stack every block; this loop keeps them in registers. Measured on
- * Zen 5 (stop 38, interleaved, best of 4-5): Q8_0 rows, two threads out
- * of cache, 48 -> 55 GB/s; synthetic-0.6b decode at 0 context, Q8_0 61 ->
- * 64 tok/s (every run), Q4_0 73 -> 77, Q4_1 76 -> 78. BF16 rows keep
- * tile_span: their tile had no such spills, and the same loop for them
- * measured no faster (docs/ARCHITECTURE.md "Stop 38"). Each row's block
- * of the following tile is prefetched into L1, as qtile_prefetch
- * (kernels_simd.h) does for the other tiers. */
+ * qtile_block(&q, r) after b qtile_steps (kernels_simd.h), so the loop
+ * steps two row pointers, two prefetch pointers and x, and nothing is
+ * indexed by a block counter. Per output it runs tile_span's sequence
+ * (below), so the bits are tile_span's. Why a tile of its own:
+ * tile_span's general loop (chunk counter, spans, C activation rows) ran
+ * out of general registers here and parked pointers and block scales in
+ * vector registers and on the stack every block; this loop keeps them in
+ * registers. Measured on Zen 5 (stop 38, interleaved, best of 4-5): Q8_0
+ * rows, two threads out of cache, 48 -> 55 GB/s; synthetic-0.6b decode at
+ * 0 context, Q8_0 61 -> 64 tok/s (every run), Q4_0 73 -> 77, Q4_1 76 ->
+ * 78. BF16 rows keep tile_span: their tile had no such spills, and the
+ * same loop for them measured no faster (docs/ARCHITECTURE.md "Stop 38").
+ * Each row's block of the following tile is prefetched into L1
+ * (qtile_prefetch). */
 enum { QDECODE_TILE_ROWS = 8 };
 static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint8_t *w,
                                                                size_t row_bytes, uint32_t k,
                                                                const float *x, uint32_t n,
                                                                float *const *y) {
-    const size_t rs = row_bytes, rs3 = 3 * rs, step = qblock_bytes(t);
-    const uint8_t *p0 = w + (size_t)n * rs, *p3 = p0 + rs3;
-    const uint8_t *f0 = p0 + QDECODE_TILE_ROWS * rs, *f3 = f0 + rs3;
-    const uint8_t *end = p0 + (size_t)(k / 32) * step;
-    __m512 acc[QDECODE_TILE_ROWS];
+    enum { R = QDECODE_TILE_ROWS };
+    qtile_ptrs q = qtile_at(w, row_bytes, n, 1, 0, t, R, PF_ROWS);
+    const uint8_t *end = q.p0 + (size_t)(k / 32) * qblock_bytes(t);
+    __m512 acc[R];
     #pragma GCC unroll 8
-    for (int r = 0; r < QDECODE_TILE_ROWS; r++) acc[r] = _mm512_setzero_ps();
-    for (; p0 < end; p0 += step, p3 += step, f0 += step, f3 += step, x += 32) {
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (; q.p0 < end; qtile_step(&q, t), x += 32) {
         __m512 xe = _mm512_loadu_ps(x), xo = _mm512_loadu_ps(x + 16);
+        qtile_prefetch(&q, t, R, PF_ROWS);
         #pragma GCC unroll 8
-        for (int r = 0; r < QDECODE_TILE_ROWS; r++) {
-            _mm_prefetch((const char *)qtile_row(f0, f3, rs, rs3, r), _MM_HINT_T0);
+        for (int r = 0; r < R; r++) {
             __m512 wv[2];
-            qweights(t, qtile_row(p0, p3, rs, rs3, r), 0, wv);
+            qweights(t, qtile_block(&q, r), 0, wv);
             acc[r] = _mm512_fmadd_ps(wv[0], xe, acc[r]);
             acc[r] = _mm512_fmadd_ps(wv[1], xo, acc[r]);
         }
     }
-    store_tile(acc, 1, QDECODE_TILE_ROWS, 1, n, 1, 0, y);
+    store_tile(acc, 1, R, 1, n, 1, 0, y);
 }
 
 /* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
