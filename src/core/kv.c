@@ -89,70 +89,67 @@ static void populate(const void *p, size_t n) {
 void kipp_kv_store_prefault(kipp_kv_store *st, uint32_t block) {
     if (!st->resident || block >= st->n_blocks || st->resident[block]) return;
     st->resident[block] = 1;
-    size_t elems = (size_t)KIPP_KV_BLOCK * KIPP_KV_ROW; /* one block of one layer plane */
-    for (uint32_t l = 0; l < st->layers; l++) {
-        size_t off = kipp_kv_layer_offset(st, l) + (size_t)block * elems;
-        if (st->quant == KIPP_KV_Q8_0) {
-            size_t n = elems / KIPP_QBLOCK * sizeof(kipp_block_q8_0);
-            populate(st->kq + off / KIPP_QBLOCK, n);
-            populate(st->vq + off / KIPP_QBLOCK, n);
-        } else {
-            populate(st->k + off, elems * sizeof(uint16_t));
-            populate(st->v + off, elems * sizeof(uint16_t));
+    /* The block's 32 rows of each (layer, head) plane are one piece: 8 KiB
+     * BF16, 4,352 bytes Q8_0 (then widened to whole pages). */
+    const uint32_t table = block;
+    for (uint32_t l = 0; l < st->layers; l++)
+        for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
+            size_t off = kipp_kv_head_offset(st, &table, l, 0, h);
+            if (st->quant == KIPP_KV_Q8_0) {
+                size_t n = (size_t)KIPP_KV_BLOCK * KIPP_KV_HEAD_QBLOCKS * sizeof(kipp_block_q8_0);
+                populate(st->kq + off / KIPP_QBLOCK, n);
+                populate(st->vq + off / KIPP_QBLOCK, n);
+            } else {
+                size_t n = (size_t)KIPP_KV_BLOCK * KIPP_HEAD_DIM * sizeof(uint16_t);
+                populate(st->k + off, n);
+                populate(st->v + off, n);
+            }
         }
-    }
 }
 
 void kipp_kv_store_copy(kipp_kv_store *st, uint32_t dst, uint32_t src, uint32_t n_positions) {
-    /* Per layer and K/V plane, one contiguous run of n_positions rows
-     * (Q8_0, position-major) or one per head (BF16, head-major blocks). */
+    /* Per (layer, head) plane, one contiguous run of n_positions rows. */
     kipp_kv_store_prefault(st, dst);
-    for (uint32_t l = 0; l < st->layers; l++) {
-        if (st->quant == KIPP_KV_Q8_0) {
-            size_t d = kipp_kv_qrow_offset(st, &dst, l, 0), s = kipp_kv_qrow_offset(st, &src, l, 0);
-            size_t n = (size_t)n_positions * KIPP_KV_ROW_QBLOCKS;
-            memcpy(st->kq + d, st->kq + s, n * sizeof(kipp_block_q8_0));
-            memcpy(st->vq + d, st->vq + s, n * sizeof(kipp_block_q8_0));
-            continue;
-        }
+    for (uint32_t l = 0; l < st->layers; l++)
         for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
             size_t d = kipp_kv_head_offset(st, &dst, l, 0, h);
             size_t s = kipp_kv_head_offset(st, &src, l, 0, h);
-            size_t n = (size_t)n_positions * KIPP_HEAD_DIM;
-            memcpy(st->k + d, st->k + s, n * sizeof(uint16_t));
-            memcpy(st->v + d, st->v + s, n * sizeof(uint16_t));
+            if (st->quant == KIPP_KV_Q8_0) {
+                size_t n = (size_t)n_positions * KIPP_KV_HEAD_QBLOCKS * sizeof(kipp_block_q8_0);
+                memcpy(st->kq + d / KIPP_QBLOCK, st->kq + s / KIPP_QBLOCK, n);
+                memcpy(st->vq + d / KIPP_QBLOCK, st->vq + s / KIPP_QBLOCK, n);
+            } else {
+                size_t n = (size_t)n_positions * KIPP_HEAD_DIM * sizeof(uint16_t);
+                memcpy(st->k + d, st->k + s, n);
+                memcpy(st->v + d, st->v + s, n);
+            }
         }
-    }
 }
 
 void kipp_kv_write(kipp_kv_store *st, const uint32_t *table, uint32_t layer, uint32_t pos,
                    const float *k, const float *v) {
-    if (st->quant == KIPP_KV_Q8_0) {
-        /* 1024 values = 32 blocks; every head (128) is 4 whole blocks. */
-        size_t off = kipp_kv_qrow_offset(st, table, layer, pos);
-        kipp_quantize_q8_0(k, KIPP_KV_ROW, st->kq + off);
-        kipp_quantize_q8_0(v, KIPP_KV_ROW, st->vq + off);
-        return;
-    }
     for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
         size_t off = kipp_kv_head_offset(st, table, layer, pos, h);
+        const float *kh = k + (size_t)h * KIPP_HEAD_DIM, *vh = v + (size_t)h * KIPP_HEAD_DIM;
+        if (st->quant == KIPP_KV_Q8_0) { /* a head is 4 whole Q8_0 blocks */
+            kipp_quantize_q8_0(kh, KIPP_HEAD_DIM, st->kq + off / KIPP_QBLOCK);
+            kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, st->vq + off / KIPP_QBLOCK);
+            continue;
+        }
         for (size_t i = 0; i < KIPP_HEAD_DIM; i++) {
-            st->k[off + i] = kipp_f32_to_bf16(k[h * KIPP_HEAD_DIM + i]);
-            st->v[off + i] = kipp_f32_to_bf16(v[h * KIPP_HEAD_DIM + i]);
+            st->k[off + i] = kipp_f32_to_bf16(kh[i]);
+            st->v[off + i] = kipp_f32_to_bf16(vh[i]);
         }
     }
 }
 
 void kipp_kv_load_head(const kipp_kv_store *st, const uint32_t *table, int which,
                        uint32_t layer, uint32_t pos, uint32_t kv_head, float *out) {
+    size_t off = kipp_kv_head_offset(st, table, layer, pos, kv_head);
     if (st->quant == KIPP_KV_Q8_0) {
-        const kipp_block_q8_0 *b = (which ? st->vq : st->kq) +
-                                   kipp_kv_qrow_offset(st, table, layer, pos) +
-                                   (size_t)kv_head * KIPP_KV_HEAD_QBLOCKS;
-        kipp_dequantize_q8_0(b, KIPP_HEAD_DIM, out);
+        kipp_dequantize_q8_0((which ? st->vq : st->kq) + off / KIPP_QBLOCK, KIPP_HEAD_DIM, out);
         return;
     }
-    const uint16_t *h =
-        (which ? st->v : st->k) + kipp_kv_head_offset(st, table, layer, pos, kv_head);
+    const uint16_t *h = (which ? st->v : st->k) + off;
     for (int i = 0; i < KIPP_HEAD_DIM; i++) out[i] = kipp_bf16_to_f32(h[i]);
 }

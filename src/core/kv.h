@@ -10,19 +10,24 @@
  * and a scrambled table must give bitwise the same logits as the identity.
  *
  * Host storage layout (kipp_kv_store), logical [layer][position][kv_head]
- * [head_dim] with the pool's physical positions:
- *   BF16  (default): k/v hold uint16 bf16 values, [layers][n_blocks][8][32]
- *         [128]: head-major inside each block, so one head's 32 positions
- *         are 8 KiB in one piece (attention reads one KV head at a time;
- *         position-major rows put a head's positions 2 KiB apart, which the
- *         hardware prefetchers do not follow). 2 * 8 * 128 * 2 = 4096 bytes
- *         per layer-position; kipp_kv_head_offset addresses it.
- *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 per head,
- *         [layers][n_blocks*32][8][4]: 2 * 32 * 34 = 2176 bytes per
- *         layer-position (1.88x less), position-major; kipp_kv_head_offset
- *         / 32 is the offset in blocks.
- * Layer-major (not block-major) so that an attention kernel gets one base
- * pointer per layer plus the block table, exactly as before the pool. */
+ * [head_dim] with the pool's physical positions, stored head-plane-major:
+ * one plane per (layer, kv head) holding the pool's n_blocks * 32 physical
+ * positions of that head in order, [layers][8][n_blocks * 32][128 values].
+ *   BF16  (default): k/v hold uint16 bf16 values, 256 bytes per head row.
+ *   Q8_0  (opt-in):  kq/vq hold ggml Q8_0 blocks along head_dim, 4 per head
+ *         row (136 bytes); offsets count BF16-equivalent elements (divide
+ *         by 32 for blocks). 1.88x fewer bytes than BF16.
+ * Attention reads one KV head of one layer at a time, position by
+ * position. In a session whose blocks are consecutive (a fresh one), that
+ * head's whole history is one contiguous stream; across a scrambled table
+ * it is a run of 32-row pieces (8 KiB BF16). Until stop 39 a layer's plane
+ * was block-major ([n_blocks][8 heads][32][128]): a head's 8 KiB block
+ * pieces lay 64 KiB apart, and decode attention out of cache streamed
+ * ~20-25 GB/s (two threads, Zen 5) against ~35-40 GB/s over contiguous
+ * rows (docs/ARCHITECTURE.md "Stop 39"). kipp_kv_head_offset is the one
+ * address computation; the logical layout, the block table and DESIGN
+ * section 6's physical-position formula are unchanged, and so are the
+ * bits. */
 #ifndef KIPP_KV_H
 #define KIPP_KV_H
 
@@ -53,8 +58,8 @@ typedef struct kipp_kv_store {
     uint32_t layers;
     uint32_t n_blocks;     /* pool blocks */
     kipp_kv_quant quant;
-    uint16_t *k, *v;       /* BF16: [layers][n_blocks][8][32][128]; else NULL */
-    kipp_block_q8_0 *kq, *vq; /* Q8_0: [layers][n_blocks * 32][8][4]; else NULL */
+    uint16_t *k, *v;       /* BF16: [layers][8][n_blocks * 32][128]; else NULL */
+    kipp_block_q8_0 *kq, *vq; /* Q8_0: [layers][8][n_blocks * 32][4]; else NULL */
     size_t store_bytes;    /* K and V together */
     uint8_t *resident;     /* [n_blocks]: 1 once kipp_kv_store_prefault ran on the block */
 } kipp_kv_store;
@@ -66,10 +71,11 @@ int kipp_kv_store_create(kipp_kv_store *st, uint32_t layers, uint32_t n_blocks,
                          kipp_kv_quant quant, kipp_error *err);
 void kipp_kv_store_destroy(kipp_kv_store *st);
 /* Makes block `block`'s pages resident in every layer (K and V) before its
- * first write, in one madvise(MADV_POPULATE_WRITE) per layer plane; later
- * calls for the block return at once. A page faulted in by a first store
- * cost ~14 us here (a virtual machine) against ~0.6 us populated 64 KiB at
- * a time, and a prefill writes 4 KiB of new K/V per position and layer.
+ * first write, in one madvise(MADV_POPULATE_WRITE) per (layer, head) piece
+ * (8 KiB BF16); later calls for the block return at once. A page faulted
+ * in by a first store cost ~14 us here (a virtual machine) against ~0.6 us
+ * populated 64 KiB at a time, and a prefill writes 4 KiB of new K/V per
+ * position and layer.
  * The pool stays lazily committed: only blocks in use become resident.
  * Where the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) this does
  * nothing and the stores fault the pages in as before. */
@@ -77,35 +83,23 @@ void kipp_kv_store_prefault(kipp_kv_store *st, uint32_t block);
 /* Copies positions [0, n_positions) of block src to block dst, every layer. */
 void kipp_kv_store_copy(kipp_kv_store *st, uint32_t dst, uint32_t src, uint32_t n_positions);
 
-/* Element offset of one layer's plane (BF16 elements; / 32 for Q8_0 blocks). */
-static inline size_t kipp_kv_layer_offset(const kipp_kv_store *st, uint32_t layer) {
-    return (size_t)layer * st->n_blocks * KIPP_KV_BLOCK * KIPP_KV_ROW;
-}
-
 /* Element offset of the first value of (layer, pos, kv head `head`) for a
- * session whose block table is `table`: uint16 elements for BF16 (the
- * head's 128 values follow; the same head's next position is
- * KIPP_HEAD_DIM further on within a block), or BF16-equivalent elements
- * for Q8_0 (divide by 32 for blocks; position-major, the next position is
- * KIPP_KV_ROW further on). */
+ * session whose block table is `table`: uint16 elements for BF16, or
+ * BF16-equivalent elements for Q8_0 (divide by 32 for blocks). The head's
+ * 128 values follow; the same head's next position in the block is
+ * kipp_kv_pos_stride further on. */
 static inline size_t kipp_kv_head_offset(const kipp_kv_store *st, const uint32_t *table,
                                          uint32_t layer, uint32_t pos, uint32_t head) {
-    size_t block = kipp_kv_layer_offset(st, layer) +
-                   (size_t)table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK * KIPP_KV_ROW;
-    size_t slot = pos % KIPP_KV_BLOCK;
-    if (st->quant == KIPP_KV_Q8_0) return block + slot * KIPP_KV_ROW + (size_t)head * KIPP_HEAD_DIM;
-    return block + ((size_t)head * KIPP_KV_BLOCK + slot) * KIPP_HEAD_DIM;
+    size_t plane = (size_t)layer * KIPP_KV_HEADS + head; /* (layer, head) */
+    size_t phys = (size_t)table[pos / KIPP_KV_BLOCK] * KIPP_KV_BLOCK + pos % KIPP_KV_BLOCK;
+    return (plane * st->n_blocks * KIPP_KV_BLOCK + phys) * KIPP_HEAD_DIM;
 }
 
-/* Elements from one position of a head to the next (within a block). */
+/* Elements from one position of a head to the next (within a block; BF16
+ * or BF16-equivalent). */
 static inline size_t kipp_kv_pos_stride(const kipp_kv_store *st) {
-    return st->quant == KIPP_KV_Q8_0 ? KIPP_KV_ROW : KIPP_HEAD_DIM;
-}
-
-/* Offset (in Q8_0 blocks) of the [8][4] block row for (layer, pos). */
-static inline size_t kipp_kv_qrow_offset(const kipp_kv_store *st, const uint32_t *table,
-                                         uint32_t layer, uint32_t pos) {
-    return kipp_kv_head_offset(st, table, layer, pos, 0) / KIPP_QBLOCK;
+    (void)st;
+    return KIPP_HEAD_DIM;
 }
 
 /* Store one position's K and V rows (1024 FP32 values each, [8][128]) in the

@@ -421,8 +421,9 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
     kipp_pool_split(m->n_att_runs * KIPP_KV_HEADS, 1, unit, n_units, &b, &e);
     for (uint32_t t = b; t < e; t++) {
         /* Head-major: consecutive units read the same KV head's positions
-         * (8 KiB per block in the BF16 store's head-major blocks; the
-         * kernel prefetches the next block's as it goes), which then stay
+         * (one plane per (layer, head) in the store, kv.h: a fresh
+         * session's history is one contiguous stream; the kernel
+         * prefetches the next block's rows as it goes), which then stay
          * in L2 from one run to the next. Same arithmetic either way. */
         uint32_t run = t % m->n_att_runs, kvh = t / m->n_att_runs;
         uint32_t r0 = m->att_run_first[run], n_q = m->att_run_len[run];
@@ -433,7 +434,7 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
         /* The kernel sees block pointers, not the cache's layout. */
         uint32_t n_blocks = (pos0 + n_q + KIPP_CPU_ATT_BLOCK - 1) / KIPP_CPU_ATT_BLOCK;
         assert(n_blocks <= m->max_blocks && n_blocks <= kv->n_blocks);
-        /* Q8_0: position-major, offsets in BF16-equivalent elements, / 32 for blocks. */
+        /* Q8_0: offsets in BF16-equivalent elements, / 32 for blocks. */
         const int q8 = st->quant == KIPP_KV_Q8_0;
         const kipp_block_q8_0 **kq = m->att_qblocks + (size_t)tid * 2 * m->max_blocks;
         const kipp_block_q8_0 **vq = kq + m->max_blocks;

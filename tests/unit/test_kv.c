@@ -38,47 +38,50 @@ static int populate_supported(void) {
 }
 
 /* kipp_kv_store_prefault makes exactly the block's pages resident, in every
- * layer, for K and V, and keeps what the block already holds. */
+ * (layer, head) plane, for K and V, and keeps what the block already holds.
+ * A block's piece of plane (l, h) is at ((l * 8 + h) * BLOCKS + block) *
+ * piece bytes (kv.h). */
 static void test_prefault(kipp_kv_quant quant) {
-    enum { LAYERS = 28, BLOCKS = 64 };
+    enum { LAYERS = 4, BLOCKS = 600 };
     kipp_error err = {0};
     kipp_kv_store st;
     CHECK(kipp_kv_store_create(&st, LAYERS, BLOCKS, quant, &err) == KIPP_OK);
     int q8 = quant == KIPP_KV_Q8_0;
-    size_t block_elems = (size_t)KIPP_KV_BLOCK * KIPP_KV_ROW;
-    size_t block_bytes = q8 ? block_elems / KIPP_QBLOCK * sizeof(kipp_block_q8_0)
-                            : block_elems * sizeof(uint16_t);
+    const char *name = q8 ? "q8_0" : "bf16";
+    size_t piece = q8 ? (size_t)KIPP_KV_BLOCK * KIPP_KV_HEAD_QBLOCKS * sizeof(kipp_block_q8_0)
+                      : (size_t)KIPP_KV_BLOCK * KIPP_HEAD_DIM * sizeof(uint16_t);
     const char *kbase = q8 ? (const char *)st.kq : (const char *)st.k;
     const char *vbase = q8 ? (const char *)st.vq : (const char *)st.v;
-    size_t plane = (size_t)BLOCKS * block_bytes;
+#define PIECE(base, l, h, b) ((base) + (((size_t)(l) * KIPP_KV_HEADS + (h)) * BLOCKS + (b)) * piece)
     size_t pages, got;
-    /* Block 40 of layer 0 is over 2 MiB from block 5: not in one huge page. */
-    got = resident_pages(kbase + 40 * block_bytes, block_bytes, &pages);
+    /* Block 500 of plane (0, 0) is over 2 MiB from block 5: not in one huge page. */
+    got = resident_pages(PIECE(kbase, 0, 0, 500), piece, &pages);
     CHECKF(got == 0, "%s: %zu of %zu pages of an unused block resident before any write",
-           q8 ? "q8_0" : "bf16", got, pages);
+           name, got, pages);
     kipp_kv_store_prefault(&st, 5);
     CHECK(st.resident[5] == 1 && st.resident[4] == 0);
     size_t missing = 0, total = 0;
-    for (uint32_t l = 0; l < LAYERS; l++) {
-        got = resident_pages(kbase + l * plane + 5 * block_bytes, block_bytes, &pages);
-        missing += pages - got;
-        total += pages;
-        got = resident_pages(vbase + l * plane + 5 * block_bytes, block_bytes, &pages);
-        missing += pages - got;
-        total += pages;
-    }
-    CHECKF(missing == 0, "%s: %zu of %zu pages of a prefaulted block not resident",
-           q8 ? "q8_0" : "bf16", missing, total);
-    got = resident_pages(kbase + 40 * block_bytes, block_bytes, &pages);
-    CHECKF(got == 0, "%s: prefaulting block 5 made %zu pages of block 40 resident",
-           q8 ? "q8_0" : "bf16", got);
+    for (uint32_t l = 0; l < LAYERS; l++)
+        for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
+            got = resident_pages(PIECE(kbase, l, h, 5), piece, &pages);
+            missing += pages - got;
+            total += pages;
+            got = resident_pages(PIECE(vbase, l, h, 5), piece, &pages);
+            missing += pages - got;
+            total += pages;
+        }
+    CHECKF(missing == 0, "%s: %zu of %zu pages of a prefaulted block not resident", name,
+           missing, total);
+    got = resident_pages(PIECE(kbase, 0, 0, 500), piece, &pages);
+    CHECKF(got == 0, "%s: prefaulting block 5 made %zu pages of block 500 resident", name, got);
     /* Contents survive: block 9 written, then prefaulted (as a copy does). */
-    char *k9 = (char *)kbase + 3 * plane + 9 * block_bytes;
-    for (size_t i = 0; i < block_bytes; i++) k9[i] = (char)(i * 13 + 7);
+    char *k9 = (char *)PIECE(kbase, 3, 6, 9);
+    for (size_t i = 0; i < piece; i++) k9[i] = (char)(i * 13 + 7);
     kipp_kv_store_prefault(&st, 9);
     int bad = 0;
-    for (size_t i = 0; i < block_bytes; i++) bad += k9[i] != (char)(i * 13 + 7);
+    for (size_t i = 0; i < piece; i++) bad += k9[i] != (char)(i * 13 + 7);
     CHECKF(bad == 0, "%d bytes of a written block changed by prefault", bad);
+#undef PIECE
     kipp_kv_store_prefault(&st, BLOCKS); /* out of range: ignored */
     kipp_kv_store_destroy(&st);
 }
@@ -97,23 +100,27 @@ int main(void) {
     kipp_kv_store_destroy(&st);
     CHECK(st.k == NULL && st.v == NULL);
 
-    /* A pool of 3 blocks, 3 layers: 96 physical positions per layer. BF16
-     * blocks are head-major: (layer, block b, head h, slot p) at
-     * ((layer * 3 + b) * 8 + h) * 32 * 128 + p * 128. */
+    /* A pool of 3 blocks, 3 layers: 96 physical positions per layer. One
+     * plane per (layer, head) of the 96 physical positions in order (kv.h):
+     * (layer, head h, physical position q) at ((layer * 8 + h) * 96 + q) *
+     * 128, physical position q = table[pos / 32] * 32 + pos % 32. */
     CHECK(kipp_kv_store_create(&st, 3, 3, KIPP_KV_BF16, &err) == KIPP_OK);
     CHECK(kipp_kv_pos_stride(&st) == 128);
     uint32_t identity[3] = {0, 1, 2};
     CHECK(kipp_kv_head_offset(&st, identity, 0, 0, 0) == 0);
     CHECK(kipp_kv_head_offset(&st, identity, 0, 1, 0) == 128);
-    CHECK(kipp_kv_head_offset(&st, identity, 0, 0, 1) == 32 * 128);
-    CHECK(kipp_kv_head_offset(&st, identity, 0, 33, 2) == (1 * 8 + 2) * 4096 + 1 * 128);
-    CHECK(kipp_kv_head_offset(&st, identity, 2, 64, 7) == ((2 * 3 + 2) * 8 + 7) * 4096);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 0, 1) == 96 * 128);
+    CHECK(kipp_kv_head_offset(&st, identity, 0, 33, 2) == (2 * 96 + 33) * 128);
+    CHECK(kipp_kv_head_offset(&st, identity, 2, 64, 7) == ((2 * 8 + 7) * 96 + 64) * 128);
+    /* A fresh session's positions of one head are one contiguous run. */
+    CHECK(kipp_kv_head_offset(&st, identity, 1, 32, 4) ==
+          kipp_kv_head_offset(&st, identity, 1, 31, 4) + 128);
 
     /* A scrambled table moves whole blocks and keeps the offset inside one. */
     uint32_t table[3] = {2, 0, 1};
-    CHECK(kipp_kv_head_offset(&st, table, 0, 5, 0) == (2 * 8) * 4096 + 5 * 128);
-    CHECK(kipp_kv_head_offset(&st, table, 0, 37, 3) == 3 * 4096 + 5 * 128);
-    CHECK(kipp_kv_head_offset(&st, table, 1, 64, 1) == ((3 + 1) * 8 + 1) * 4096);
+    CHECK(kipp_kv_head_offset(&st, table, 0, 5, 0) == (2 * 32 + 5) * 128);
+    CHECK(kipp_kv_head_offset(&st, table, 0, 37, 3) == (3 * 96 + 0 * 32 + 5) * 128);
+    CHECK(kipp_kv_head_offset(&st, table, 1, 64, 1) == ((1 * 8 + 1) * 96 + 1 * 32) * 128);
 
     /* Every (layer, pos, head) under the permutation lands inside the store
      * and no two collide. */

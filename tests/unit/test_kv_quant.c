@@ -109,10 +109,14 @@ static void check_storage(void) {
     CHECKF(mismatches == 0, "%d decoded values differ from dequantize(quantize)", mismatches);
     /* Q8_0 rounding error is at most d/2 = amax/254 per value. */
     CHECKF(err2 / ref2 < 1e-4, "row NMSE %g", err2 / ref2);
-    /* It landed in physical block table[2] = 1, position 5 of layer 27. */
-    size_t off = ((size_t)27 * 96 + 1 * 32 + 5) * KIPP_KV_ROW_QBLOCKS;
-    CHECK(kipp_kv_qrow_offset(&q8, table, 27, 69) == off);
-    CHECK(memcmp(&q8.kq[off], blocks, sizeof blocks) == 0);
+    /* It landed in physical block table[2] = 1, position 5 of layer 27:
+     * head h's 4 blocks in plane (27, h) at physical position 37 (kv.h). */
+    for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
+        size_t off = (((size_t)27 * KIPP_KV_HEADS + h) * 96 + 1 * 32 + 5) * KIPP_KV_HEAD_QBLOCKS;
+        CHECK(kipp_kv_head_offset(&q8, table, 27, 69, h) / KIPP_QBLOCK == off);
+        CHECK(memcmp(&q8.kq[off], blocks + h * KIPP_KV_HEAD_QBLOCKS,
+                     KIPP_KV_HEAD_QBLOCKS * sizeof blocks[0]) == 0);
+    }
     kipp_kv_load_head(&q8, table, 1, 27, 69, 3, got);
     kipp_quantize_q8_0(v, KIPP_KV_ROW, blocks);
     kipp_dequantize_q8_0(blocks, KIPP_KV_ROW, want);
