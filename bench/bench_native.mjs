@@ -12,6 +12,15 @@
 // each prefill case's compute roofline at it (flops per token / peak): the
 // ceiling of an exact tier, whose activations stay FP32 (DESIGN section 5).
 //
+// Bandwidth is read again right before and right after every decode case
+// of every round (build/membw, ~1 s each; record.bandwidth_samples), and
+// each decode case's roofline uses the median of its own readings
+// (entry.bandwidth_gb_s). The hosts here drift between phases: one
+// reading at the start of a 30-minute run was 33 GB/s while the same
+// binary's decode moved between 25 and 34 tok/s, and a roofline from it
+// put a decode at 111 % (stop 39, Zen 4). The start reading stays in
+// machine.read_bandwidth_gb_s.
+//
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
@@ -164,7 +173,8 @@ function decodeBytes(file) {
 // ---- machine -------------------------------------------------------------
 mkdirSync("build", { recursive: true });
 sh("cc", ["-O3", "-march=native", "-pthread", "bench/membw.c", "-o", "build/membw"]);
-const bw = JSON.parse(sh("build/membw", [String(threads)]) || "{}");
+const readBandwidth = () => JSON.parse(sh("build/membw", [String(threads)]) || "{}");
+const bw = readBandwidth();
 // FP32 FMA peak: the exact tiers' prefill ceiling (DESIGN keeps activations FP32).
 sh("cc", ["-O2", "-pthread", "bench/fmapeak.c", "-o", "build/fmapeak"]);
 const fma = JSON.parse(sh("build/fmapeak", [String(threads)]) || "{}");
@@ -212,6 +222,7 @@ const record = {
   llama: { bin: llamaBin,
            source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
   kipp_base: kippBase, kv_quant: kvQuant, page_cache: pageCache, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
+  bandwidth_samples: [],
 };
 
 function kippArgs(file, c) {
@@ -276,6 +287,12 @@ for (const scheme of schemes) {
       const engines = [...tiers.map((t) => ["kipp", (f, cc) => runKipp(f, cc, kipp, t)]), ["llama", runLlama]];
       if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase)]);
       if ((r + ci) % 2) engines.reverse();
+      const sampleBandwidth = (when) => {
+        const b = readBandwidth();
+        record.bandwidth_samples.push({ scheme, round: r, case: c.name, when, read_gb_s: b.read_gb_per_s,
+                                        seq_gb_s: b.seq_gb_per_s, rows8_gb_s: b.rows8_gb_per_s });
+      };
+      if (c.kind === "decode") sampleBandwidth("before");
       for (const [who, fn] of engines) {
         const res = fn(file, c);
         record.runs.push({ scheme, round: r, case: c.name, engine: who, ...(res.tier ? { kipp_tier: res.tier } : {}),
@@ -283,6 +300,11 @@ for (const scheme of schemes) {
         save(false);
         const label = who === "kipp" ? `kipp ${res.tier}` : who;
         process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} ${label.padEnd(16)} ${res.tps.toFixed(2)} tok/s\n`);
+      }
+      if (c.kind === "decode") {
+        sampleBandwidth("after");
+        const [b0, b1] = record.bandwidth_samples.slice(-2).map((x) => x.read_gb_s);
+        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} bandwidth        ${b0} / ${b1} GB/s (before / after)\n`);
       }
     }
   }
@@ -300,7 +322,10 @@ for (const scheme of schemes) {
       // Mean context over the 64 decoded tokens.
       const bytes = db.weights + db.kvPerPos * (c.depth + DECODE / 2);
       entry.bytes_per_token = bytes;
-      entry.roofline_tps = (bw.read_gb_per_s * 1e9) / bytes;
+      // This case's own bandwidth readings (before and after it, every round).
+      entry.bandwidth_gb_s = median(record.bandwidth_samples
+        .filter((x) => x.scheme === scheme && x.case === c.name).map((x) => x.read_gb_s));
+      entry.roofline_tps = (entry.bandwidth_gb_s * 1e9) / bytes;
       entry.kipp_of_roofline = k / entry.roofline_tps;
       for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
     } else if (fma.fp32_fma_gflops) {
@@ -322,12 +347,12 @@ save(true);
 for (const [scheme, s] of Object.entries(record.schemes))
   if (s.page_cache) console.log(`${scheme}: page cache ${s.page_cache.evicted ? "read fresh" : "NOT evicted"}, ` +
                                 `${(s.page_cache.pmd_mapped_kib / 1024).toFixed(0)} of ${(s.page_cache.map_kib / 1024).toFixed(0)} MiB on 2 MiB pages`);
-console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV cache ${kvQuant}, read bandwidth ${bw.read_gb_per_s} GB/s, ` +
+console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV cache ${kvQuant}, read bandwidth at start ${bw.read_gb_per_s} GB/s, ` +
             `FP32 FMA peak ${fma.fp32_fma_gflops} GFLOPS, medians of ${rounds} round(s)\n` +
-            `(roofline: decode = bytes per token / bandwidth; prefill = flops per token / FP32 FMA peak)\n`);
+            `(roofline: decode = bytes per token / the median bandwidth read before and after that case; prefill = flops per token / FP32 FMA peak)\n`);
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
 const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
-const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`];
+const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "bandwidth GB/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`];
 console.log(`| scheme | case | ${cols.join(" | ")} |`);
 console.log(`|---|---|${cols.map(() => "---|").join("")}`);
 for (const [scheme, s] of Object.entries(record.schemes))
@@ -335,7 +360,8 @@ for (const [scheme, s] of Object.entries(record.schemes))
     const cells = [];
     if (kippBase) cells.push(e.kipp_base_tps.toFixed(2), `${e.base_ratio.toFixed(2)}x`);
     for (const t of tiers) cells.push(e.kipp_by_tier[t].kipp_tps.toFixed(2), `${e.kipp_by_tier[t].ratio.toFixed(2)}x`);
-    cells.push(e.llama_tps.toFixed(2), e.roofline_tps ? e.roofline_tps.toFixed(1) : "-",
+    cells.push(e.llama_tps.toFixed(2), e.bandwidth_gb_s ? e.bandwidth_gb_s.toFixed(1) : "-",
+               e.roofline_tps ? e.roofline_tps.toFixed(1) : "-",
                e.roofline_tps ? tiers.map((t) => (100 * e.kipp_by_tier[t].kipp_of_roofline).toFixed(0) + " %").join(", ") : "-");
     console.log(`| ${scheme} | ${e.case} | ${cells.join(" | ")} |`);
   }
