@@ -27,6 +27,21 @@ static size_t resident_pages(const void *p, size_t n, size_t *pages) {
     return got;
 }
 
+/* ThreadSanitizer's allocator hands out calloc memory already resident,
+ * so under it no page of the store is "unused": residency cannot show what
+ * a prefault adds. Elsewhere (plain, ASan, UBSan builds) the store must
+ * stay lazily committed, and the check that says so keeps running. */
+#if defined(__SANITIZE_THREAD__)
+#define KV_ALLOCATOR_COMMITS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KV_ALLOCATOR_COMMITS 1
+#endif
+#endif
+#ifndef KV_ALLOCATOR_COMMITS
+#define KV_ALLOCATOR_COMMITS 0
+#endif
+
 /* Does this kernel populate on request (Linux 5.14+)? */
 static int populate_supported(void) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -41,7 +56,7 @@ static int populate_supported(void) {
  * (layer, head) plane, for K and V, and keeps what the block already holds.
  * A block's piece of plane (l, h) is at ((l * 8 + h) * BLOCKS + block) *
  * piece bytes (kv.h). */
-static void test_prefault(kipp_kv_quant quant) {
+static void test_prefault(kipp_kv_quant quant, int residency) {
     enum { LAYERS = 4, BLOCKS = 600 };
     kipp_error err = {0};
     kipp_kv_store st;
@@ -56,12 +71,13 @@ static void test_prefault(kipp_kv_quant quant) {
     size_t pages, got;
     /* Block 500 of plane (0, 0) is over 2 MiB from block 5: not in one huge page. */
     got = resident_pages(PIECE(kbase, 0, 0, 500), piece, &pages);
-    CHECKF(got == 0, "%s: %zu of %zu pages of an unused block resident before any write",
-           name, got, pages);
+    if (residency)
+        CHECKF(got == 0, "%s: %zu of %zu pages of an unused block resident before any write",
+               name, got, pages);
     kipp_kv_store_prefault(&st, 5);
     CHECK(st.resident[5] == 1 && st.resident[4] == 0);
     size_t missing = 0, total = 0;
-    for (uint32_t l = 0; l < LAYERS; l++)
+    for (uint32_t l = 0; residency && l < LAYERS; l++)
         for (uint32_t h = 0; h < KIPP_KV_HEADS; h++) {
             got = resident_pages(PIECE(kbase, l, h, 5), piece, &pages);
             missing += pages - got;
@@ -73,7 +89,8 @@ static void test_prefault(kipp_kv_quant quant) {
     CHECKF(missing == 0, "%s: %zu of %zu pages of a prefaulted block not resident", name,
            missing, total);
     got = resident_pages(PIECE(kbase, 0, 0, 500), piece, &pages);
-    CHECKF(got == 0, "%s: prefaulting block 5 made %zu pages of block 500 resident", name, got);
+    if (residency)
+        CHECKF(got == 0, "%s: prefaulting block 5 made %zu pages of block 500 resident", name, got);
     /* Contents survive: block 9 written, then prefaulted (as a copy does). */
     char *k9 = (char *)PIECE(kbase, 3, 6, 9);
     for (size_t i = 0; i < piece; i++) k9[i] = (char)(i * 13 + 7);
@@ -158,8 +175,12 @@ int main(void) {
     kipp_kv_store_destroy(&st);
 
     if (populate_supported()) {
-        test_prefault(KIPP_KV_BF16);
-        test_prefault(KIPP_KV_Q8_0);
+        /* Under ThreadSanitizer the flags and the contents are still checked. */
+        test_prefault(KIPP_KV_BF16, !KV_ALLOCATOR_COMMITS);
+        test_prefault(KIPP_KV_Q8_0, !KV_ALLOCATOR_COMMITS);
+        if (KV_ALLOCATOR_COMMITS)
+            test_skip_part(TEST_SKIP_MACHINE, "test_kv prefault residency",
+                           "ThreadSanitizer build: its calloc commits every page at once");
     } else {
         test_skip_part(TEST_SKIP_MACHINE, "test_kv prefault residency",
                        "this kernel refuses madvise(MADV_POPULATE_WRITE) (before Linux 5.14)");
