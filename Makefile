@@ -79,12 +79,17 @@ endif
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
         lint bench
 
-all: $(BUILD)/kipp lib
+all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
 
 lib: $(BUILD)/libkipp.a $(BUILD)/libkipp.so
 
 $(BUILD)/kipp: $(CLI_OBJS) $(TOOL_OBJS) $(LIB_OBJS)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJS) $(TOOL_OBJS) $(LIB_OBJS) $(LDLIBS_ALL)
+
+# One tier's kernel alone, timed (bench/kernel_micro.c; docs/BENCHMARKS.md):
+# built with `all` so that it keeps compiling.
+$(BUILD)/kernel_micro: bench/kernel_micro.c $(BUILD)/libkipp.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libkipp.a $(LDLIBS_ALL)
 
 $(BUILD)/libkipp.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

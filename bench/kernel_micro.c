@@ -1,0 +1,189 @@
+/* Kernel microbenchmarks: one tier's kernel alone, one thread, best of 7
+ * timed passes, one JSON object on stdout. A measuring tool, not engine
+ * code; it reads the tier tables through the library's internal header.
+ *
+ *   make build/kernel_micro     (part of make all), or by hand:
+ *   cc -O2 -std=c11 -D_DEFAULT_SOURCE -Isrc -Iinclude bench/kernel_micro.c \
+ *      build/libkipp.a -lm -pthread -o build/kernel_micro
+ *
+ *   build/kernel_micro att TIER bf16|q8_0 CTX KV_HEADS
+ *       decode attention (one query row, 2 query heads per KV head, as
+ *       Qwen3-0.6B) at position CTX - 1, over KV_HEADS separate stores of
+ *       CTX positions each (28 x 4,096 BF16 positions = 56 MiB: out of
+ *       cache; 1 head: the cache-resident compute rate)
+ *   build/kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS
+ *       a decode matrix-vector product, K = 1,024, ROWS weight rows
+ *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
+ *
+ * TIER is a kernel tier name (avx512, avx2, ...); the table is the tier's
+ * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/kernels.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* "model name (family F model M)" from /proc/cpuinfo: the name alone is
+ * "AMD EPYC" on Zen 4 and Zen 5 alike. */
+static void cpu_name(char *out, size_t size) {
+    char name[96] = "unknown", family[16] = "?", model[16] = "?", line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!c) continue;
+        c += c[1] == ' ' ? 2 : 1;
+        c[strcspn(c, "\n\"\\")] = 0;
+        if (!strncmp(line, "model name", 10)) snprintf(name, sizeof name, "%s", c);
+        else if (!strncmp(line, "cpu family", 10)) snprintf(family, sizeof family, "%s", c);
+        else if (!strncmp(line, "model\t", 6)) snprintf(model, sizeof model, "%s", c);
+        if (!strncmp(line, "processor", 9) && strcmp(name, "unknown")) break; /* the first CPU's */
+    }
+    if (f) fclose(f);
+    snprintf(out, size, "%s (family %s model %s)", name, family, model);
+}
+
+/* Fills n bytes with values that are finite under every scheme: small
+ * BF16 numbers, or blocks whose FP16 scales are 2^-7. */
+static void *weights(size_t n, size_t block, int bf16) {
+    uint8_t *p = aligned_alloc(64, (n + 63) / 64 * 64);
+    if (!p) exit(1);
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rand();
+    if (bf16)
+        for (size_t i = 0; i < n / 2; i++) ((uint16_t *)p)[i] = (uint16_t)(0x3c00 + (rand() & 0x7f));
+    else /* the scale leads each block; Q4_1's minimum follows it */
+        for (size_t b = 0; b < n / block; b++) {
+            uint16_t *h = (uint16_t *)(p + b * block);
+            h[0] = 0x2000;
+            if (block == sizeof(kipp_block_q4_1)) h[1] = 0xa000;
+        }
+    return p;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: kernel_micro att TIER bf16|q8_0 CTX KV_HEADS\n"
+                    "       kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5 || argc > 6) return usage();
+    const char *mode = argv[1], *tier = argv[2], *scheme = argv[3];
+    long a4 = atol(argv[4]), a5 = argc == 6 ? atol(argv[5]) : -1;
+    if ((argc == 6) != !strcmp(mode, "att")) return usage();
+    const kipp_cpu_kernels *kt = kipp_cpu_kernels_by_name(tier);
+    if (!kt) {
+        fprintf(stderr, "kernel_micro: tier %s: unknown or not on this processor\n", tier);
+        return 2;
+    }
+    const char *pf = getenv("KIPP_CPU_DECODE_PREFETCH");
+    if (pf && !strcmp(pf, "seq") && kt->seq_twin) kt = kt->seq_twin;
+    char cpu[160]; /* cpu_name writes at most 143 bytes */
+    cpu_name(cpu, sizeof cpu);
+    srand(1);
+    double best = 1e30, bytes = 0;
+    float check = 0;
+    if (!strcmp(mode, "att")) {
+        int q8 = !strcmp(scheme, "q8_0");
+        if ((!q8 && strcmp(scheme, "bf16")) || a4 < 1 || a4 > (1 << 20) || a5 < 1 || a5 > 64)
+            return usage();
+        enum { G = 2, B = KIPP_CPU_ATT_BLOCK };
+        uint32_t ctx = (uint32_t)a4, heads = (uint32_t)a5, nb = (ctx + B - 1) / B;
+        size_t row = q8 ? 4 * sizeof(kipp_block_q8_0) : KIPP_HEAD_DIM * sizeof(uint16_t);
+        size_t store = (size_t)nb * B * row;
+        uint8_t **k = malloc(heads * sizeof *k), **v = malloc(heads * sizeof *v);
+        const void **kb = malloc(nb * sizeof *kb), **vb = malloc(nb * sizeof *vb);
+        float *scratch = aligned_alloc(64, (KIPP_CPU_ATT_SCRATCH(1, G) * 4 + 63) / 64 * 64);
+        static float q[G * KIPP_HEAD_DIM], out[G * KIPP_HEAD_DIM];
+        if (!k || !v || !kb || !vb || !scratch) return 1;
+        for (uint32_t h = 0; h < heads; h++) {
+            k[h] = weights(store, sizeof(kipp_block_q8_0), !q8);
+            v[h] = weights(store, sizeof(kipp_block_q8_0), !q8);
+        }
+        for (int i = 0; i < G * KIPP_HEAD_DIM; i++) q[i] = (float)(rand() % 100) / 100.0f;
+        int reps = (int)(2e8 / ((double)store * 2 * heads)) + 1;
+        for (int t = 0; t < 7; t++) {
+            double t0 = now();
+            for (int r = 0; r < reps; r++)
+                for (uint32_t h = 0; h < heads; h++) {
+                    for (uint32_t b = 0; b < nb; b++) {
+                        kb[b] = k[h] + (size_t)b * B * row;
+                        vb[b] = v[h] + (size_t)b * B * row;
+                    }
+                    if (q8) {
+                        kipp_cpu_kv_head_q8 kv = {(const kipp_block_q8_0 *const *)kb,
+                                                  (const kipp_block_q8_0 *const *)vb, 4};
+                        kt->attention_q8_0(q, 0, 1, G, ctx - 1, &kv, 0.088f, out, 0, scratch);
+                    } else {
+                        kipp_cpu_kv_head kv = {(const uint16_t *const *)kb,
+                                               (const uint16_t *const *)vb, KIPP_HEAD_DIM};
+                        kt->attention(q, 0, 1, G, ctx - 1, &kv, 0.088f, out, 0, scratch);
+                    }
+                    check += out[0];
+                }
+            double dt = (now() - t0) / reps / heads;
+            if (dt < best) best = dt;
+        }
+        bytes = (double)ctx * row * 2;
+        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode attention\",\"cache\":\"%s\","
+               "\"positions\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
+               "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"out0\":%.6g}\n",
+               cpu, kt->name, scheme, ctx, heads, G, best * 1e6, bytes / best / 1e9, out[0]);
+        for (uint32_t h = 0; h < heads; h++) {
+            free(k[h]);
+            free(v[h]);
+        }
+        free(k);
+        free(v);
+        free(kb);
+        free(vb);
+        free(scratch);
+    } else if (!strcmp(mode, "matvec")) {
+        enum { K = 1024 };
+        static const char *names[] = {"bf16", "q8_0", "q4_0", "q4_1"};
+        static const size_t block[] = {64, sizeof(kipp_block_q8_0), sizeof(kipp_block_q4_0),
+                                       sizeof(kipp_block_q4_1)};
+        int s = 0;
+        while (s < 4 && strcmp(scheme, names[s])) s++;
+        if (s == 4 || a4 < 1 || a4 > (1 << 20)) return usage();
+        uint32_t rows = (uint32_t)a4;
+        size_t wbytes = (size_t)rows * (K / 32) * block[s];
+        void *w = weights(wbytes, block[s], s == 0);
+        float *xf = malloc(K * sizeof *xf), *y = malloc(rows * sizeof *y);
+        void *x = aligned_alloc(64, (kt->act_bytes(K) + 63) / 64 * 64);
+        if (!xf || !y || !x) return 1;
+        for (int i = 0; i < K; i++) xf[i] = (float)(rand() % 1000) / 1000.0f;
+        kt->pack_act(xf, K, x);
+        float *yp[1] = {y};
+        int reps = (int)(4e8 / (double)wbytes) + 1;
+        for (int t = 0; t < 7; t++) {
+            double t0 = now();
+            for (int r = 0; r < reps; r++) switch (s) {
+                case 0: kt->matmul_bf16(w, K, 0, rows, x, 0, 1, yp); break;
+                case 1: kt->matmul_q8_0(w, K, 0, rows, x, 0, 1, yp); break;
+                case 2: kt->matmul_q4_0(w, K, 0, rows, x, 0, 1, yp); break;
+                default: kt->matmul_q4_1(w, K, 0, rows, x, 0, 1, yp); break;
+                }
+            double dt = (now() - t0) / reps;
+            if (dt < best) best = dt;
+        }
+        check = y[0];
+        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode matvec\",\"scheme\":\"%s\","
+               "\"k\":%d,\"rows\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,\"y0\":%.6g}\n",
+               cpu, kt->name, scheme, K, rows, best / ((double)rows * (K / 32)) * 1e9,
+               (double)wbytes / best / 1e9, check);
+        free(w);
+        free(xf);
+        free(y);
+        free(x);
+    } else {
+        return usage();
+    }
+    return 0;
+}
