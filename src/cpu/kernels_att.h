@@ -114,13 +114,8 @@ attention_nest(const float *q, size_t q_stride, uint32_t n_q, uint32_t g, uint32
             const uint16_t *vn = att_prefetch_block(kv->v_blocks, b0, n_last);
             uint32_t h = 0;
             for (; h + 2 <= g; h += 2) {
-#ifdef ATT_HAS_DIRECT_PAIR /* both heads' scores with each K row read once */
-                att_dots_direct_pair(qd + h * D, qd + (h + 1) * D, kb, stride, nb, p + h * B,
-                                     p + (h + 1) * B, h == 0 ? kn : NULL);
-#else
                 att_dots_direct(qd + h * D, kb, stride, nb, p + h * B, h == 0 ? kn : NULL);
                 att_dots_direct(qd + (h + 1) * D, kb, stride, nb, p + (h + 1) * B, NULL);
-#endif
                 att_block_direct(p + h * B, p + (h + 1) * B, nb, scale, &run_max[h], &run_sum[h],
                                  &run_max[h + 1], &run_sum[h + 1], od + h * D, od + (h + 1) * D,
                                  vb, stride, h == 0 ? vn : NULL);

@@ -418,41 +418,6 @@ static inline void att_dots_direct(const float *qd, const uint16_t *kb, size_t s
     att_dots_from(qd, NULL, kb, stride, n, p, kn);
 }
 
-/* Two query heads of the row (queries qa, qb; scores pa, pb) against the
- * same cache rows [0..n): each K row is read and widened once for both,
- * and 8 positions x 2 heads fill one fold16. Every score runs att_dots's
- * steps -- the same 8-FMA chain, then fold16's tree on its own
- * accumulator -- so its bits are att_dots's. Writes pa, pb up to n
- * rounded up to 8 (rows past n read as zero rows, as att_row's). The
- * queries are FMA memory operands from L1: in registers they would not
- * fit beside the 16 accumulators and a row. Against att_dots_direct once
- * per head (Zen 4, one thread, bench/kernel_micro.c att, 28 KV heads of
- * 4,096 positions: 56 MiB of K/V, out of cache): 96-106 -> 80-88 us per
- * KV head, the same in L2 (docs/ARCHITECTURE.md "Stop 40"). */
-#define ATT_HAS_DIRECT_PAIR 1
-static inline void att_dots_direct_pair(const float *qa, const float *qb, const uint16_t *kb,
-                                        size_t stride, uint32_t n, float *pa, float *pb,
-                                        const uint16_t *kn) {
-    for (uint32_t j0 = 0; j0 < n; j0 += 8) {
-        __m512 a[16]; /* a[j]: head a at position j0 + j; a[8 + j]: head b */
-        #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            __m512 k[ATT_VECS];
-            att_row(NULL, kb, stride, j0 + j, n, kn, k);
-            a[j] = _mm512_mul_ps(_mm512_load_ps(qa), k[0]);
-            a[8 + j] = _mm512_mul_ps(_mm512_load_ps(qb), k[0]);
-            #pragma GCC unroll 8
-            for (int d = 1; d < ATT_VECS; d++) {
-                a[j] = _mm512_fmadd_ps(_mm512_load_ps(qa + 16 * d), k[d], a[j]);
-                a[8 + j] = _mm512_fmadd_ps(_mm512_load_ps(qb + 16 * d), k[d], a[8 + j]);
-            }
-        }
-        __m512 s = fold16(a); /* lanes 0-7: head a; 8-15: head b */
-        _mm256_storeu_ps(pa + j0, _mm512_castps512_ps256(s));
-        _mm256_storeu_ps(pb + j0, _mm512_extractf32x8_ps(s, 1));
-    }
-}
-
 static inline void att_block_direct(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
                                     float *sum_a, float *max_b, float *sum_b, float *oda,
                                     float *odb, const uint16_t *vb, size_t stride,
