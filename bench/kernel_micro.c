@@ -16,7 +16,9 @@
  *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
  *
  * TIER is a kernel tier name (avx512, avx2, ...); the table is the tier's
- * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. */
+ * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. KERNEL_MICRO_QUICK=1
+ * times one call once (tests/scripts/test_kernel_micro.sh: the tool runs
+ * and its record is well formed, on every tier, in a second). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +89,9 @@ int main(int argc, char **argv) {
     char cpu[160]; /* cpu_name writes at most 143 bytes */
     cpu_name(cpu, sizeof cpu);
     srand(1);
-    double best = 1e30, bytes = 0;
-    float check = 0;
+    double best = 1e30;
+    const char *quick_env = getenv("KERNEL_MICRO_QUICK");
+    const int quick = quick_env && !strcmp(quick_env, "1"), passes = quick ? 1 : 7;
     if (!strcmp(mode, "att")) {
         int q8 = !strcmp(scheme, "q8_0");
         if ((!q8 && strcmp(scheme, "bf16")) || a4 < 1 || a4 > (1 << 20) || a5 < 1 || a5 > 64)
@@ -107,8 +110,8 @@ int main(int argc, char **argv) {
             v[h] = weights(store, sizeof(kipp_block_q8_0), !q8);
         }
         for (int i = 0; i < G * KIPP_HEAD_DIM; i++) q[i] = (float)(rand() % 100) / 100.0f;
-        int reps = (int)(2e8 / ((double)store * 2 * heads)) + 1;
-        for (int t = 0; t < 7; t++) {
+        int reps = quick ? 1 : (int)(2e8 / ((double)store * 2 * heads)) + 1;
+        for (int t = 0; t < passes; t++) {
             double t0 = now();
             for (int r = 0; r < reps; r++)
                 for (uint32_t h = 0; h < heads; h++) {
@@ -125,12 +128,11 @@ int main(int argc, char **argv) {
                                                (const uint16_t *const *)vb, KIPP_HEAD_DIM};
                         kt->attention(q, 0, 1, G, ctx - 1, &kv, 0.088f, out, 0, scratch);
                     }
-                    check += out[0];
                 }
             double dt = (now() - t0) / reps / heads;
             if (dt < best) best = dt;
         }
-        bytes = (double)ctx * row * 2;
+        double bytes = (double)ctx * row * 2; /* K and V rows read per KV head */
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode attention\",\"cache\":\"%s\","
                "\"positions\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
                "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"out0\":%.6g}\n",
@@ -161,8 +163,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < K; i++) xf[i] = (float)(rand() % 1000) / 1000.0f;
         kt->pack_act(xf, K, x);
         float *yp[1] = {y};
-        int reps = (int)(4e8 / (double)wbytes) + 1;
-        for (int t = 0; t < 7; t++) {
+        int reps = quick ? 1 : (int)(4e8 / (double)wbytes) + 1;
+        for (int t = 0; t < passes; t++) {
             double t0 = now();
             for (int r = 0; r < reps; r++) switch (s) {
                 case 0: kt->matmul_bf16(w, K, 0, rows, x, 0, 1, yp); break;
@@ -173,11 +175,10 @@ int main(int argc, char **argv) {
             double dt = (now() - t0) / reps;
             if (dt < best) best = dt;
         }
-        check = y[0];
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode matvec\",\"scheme\":\"%s\","
                "\"k\":%d,\"rows\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,\"y0\":%.6g}\n",
                cpu, kt->name, scheme, K, rows, best / ((double)rows * (K / 32)) * 1e9,
-               (double)wbytes / best / 1e9, check);
+               (double)wbytes / best / 1e9, y[0]);
         free(w);
         free(xf);
         free(y);

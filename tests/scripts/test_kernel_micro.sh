@@ -1,0 +1,50 @@
+#!/bin/sh
+# bench/kernel_micro.c, the kernel microbenchmark: on every tier this
+# processor runs, one quick pass of each mode prints one well-formed JSON
+# record whose result is finite and whose timing is positive, and bad
+# arguments are refused with exit 2 and a usage line.
+BUILD=${BUILD:-build}
+K=$BUILD/kernel_micro
+if [ ! -x "$K" ]; then echo "FAIL: $K missing (make all builds it)"; exit 1; fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+tiers=generic
+for t in avx2 avx512 avx512bf16; do
+    if KERNEL_MICRO_QUICK=1 "$K" matvec $t bf16 8 >/dev/null 2>&1; then tiers="$tiers $t"; fi
+done
+for t in $tiers; do
+    for args in "att $t bf16 100 2" "att $t q8_0 100 2" "matvec $t bf16 16" "matvec $t q8_0 16" \
+                "matvec $t q4_0 16" "matvec $t q4_1 16"; do
+        # shellcheck disable=SC2086
+        if ! KERNEL_MICRO_QUICK=1 "$K" $args >"$T/out" 2>"$T/err"; then
+            bad "$args: exit $? ($(head -c 200 "$T/err"))"
+            continue
+        fi
+        /usr/bin/python3 - "$T/out" "$args" <<'PY' || fail=1
+import json, math, sys
+args = sys.argv[2].split()
+rec = json.loads(open(sys.argv[1]).read())
+time = rec.get("us_per_kv_head", rec.get("ns_per_row_block"))
+out = rec.get("out0", rec.get("y0"))
+ok = (rec.get("tier") == args[1] and "family" in rec.get("cpu", "")
+      and isinstance(time, (int, float)) and time > 0
+      and isinstance(out, (int, float)) and math.isfinite(out))
+if not ok:
+    print("FAIL: %s: bad record %s" % (sys.argv[2], rec))
+sys.exit(0 if ok else 1)
+PY
+    done
+done
+for args in "att generic bf16 0 1" "matvec generic q5_0 16" "att generic bf16 100" "nosuch generic bf16 1" \
+            "matvec no-such-tier bf16 16"; do
+    # shellcheck disable=SC2086
+    KERNEL_MICRO_QUICK=1 "$K" $args >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] || bad "'$args' exit $rc, want 2"
+    grep -q -e "usage: kernel_micro" -e "unknown or not on this processor" "$T/err" || bad "'$args': no reason given"
+    [ -s "$T/out" ] && bad "'$args' printed a record"
+done
+[ $fail -eq 0 ] && echo "PASS test_kernel_micro.sh (tiers: $tiers)"
+exit $fail
