@@ -237,6 +237,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
 #define MV_ROWS_Q 4
 #define MV_SEQ_ROWS_BF16 2 /* PF_SEQ: as kernels_avx512.c */
 #define MV_SEQ_ROWS_Q 4
+#define FEW_R_Q 2 /* a few activation rows: 2 x 4 accumulators beside a block's 4 vectors */
 #include "cpu/kernels_blocked.h"
 
 /* Attention steps (kernels_att.h has the loop nest; kernels_generic.c the

@@ -49,8 +49,9 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
     tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL);
 }
 
-/* Decode (one activation row): weight rows [n0, n1) streamed once, R at a
- * time with prefetch PF, the last few one by one. With PF_ROWS, BF16 rows
+/* Decode (C activation rows, usually one; C <= FEW_ROWS): weight rows
+ * [n0, n1) streamed once, R at a time with prefetch PF, the last few one
+ * by one. With PF_ROWS, BF16 rows
  * go in split tiles (kernels_simd.h): tile j holds rows n0 + j + r * L,
  * L = (n1 - n0) / R, so tile row r streams through rows [n0 + r * L,
  * n0 + (r + 1) * L) in order. A row's sum does not depend on its tile, so
@@ -59,46 +60,122 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
 static inline __attribute__((always_inline)) void decode_rows(const void *w, int src,
                                                               size_t row_bytes, uint32_t k,
                                                               const char *x, size_t x_stride,
-                                                              int R, int PF, uint32_t n0,
-                                                              uint32_t n1, float *const *y) {
+                                                              int R, int C, int PF,
+                                                              uint32_t n0, uint32_t n1,
+                                                              float *const *y) {
     uint32_t n = n0, L = (n1 - n0) / (uint32_t)R;
     if (PF == PF_ROWS && src == SRC_BF16 && L >= SPLIT_MIN_ROWS) {
         for (uint32_t j = 0; j < L; j++)
-            tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF_STREAM, n0 + j, L, y);
+            tile_any(w, src, row_bytes, k, x, x_stride, R, C, PF_STREAM, n0 + j, L, y);
         n = n0 + (uint32_t)R * L;
     }
     for (; n + (uint32_t)R <= n1; n += (uint32_t)R)
-        tile_any(w, src, row_bytes, k, x, x_stride, R, 1, PF, n, 1, y);
-    for (; n < n1; n++) tile_any(w, src, row_bytes, k, x, x_stride, 1, 1, PF_NONE, n, 1, y);
+        tile_any(w, src, row_bytes, k, x, x_stride, R, C, PF, n, 1, y);
+    for (; n < n1; n++) tile_any(w, src, row_bytes, k, x, x_stride, 1, C, PF_NONE, n, 1, y);
+}
+
+/* A few activation rows (2 .. FEW_ROWS: batched decode of a few sessions,
+ * speculation's verify step, a short prompt) read the weights the way
+ * decode does -- decode_rows' tiles and prefetch, every activation row in
+ * each tile, quantized blocks decoded in the tile -- rather than in
+ * W_BLOCK blocks (or decoded once): with so few rows the compute cannot
+ * hide the reads, and decode's streaming is what the weights need. Tiles
+ * of FEW_R_BF16 BF16 rows (PF_SEQ: MV_SEQ_ROWS_BF16) or FEW_R_Q quantized
+ * ones, so that R x FEW_ROWS accumulators fit the registers. Per output the
+ * sequence is tile_span's, so the bits are the blocked path's. Zen 4,
+ * synthetic-0.6b, 2 threads, a P-token prompt, tok/s, blocked (with
+ * next_pf) -> few: BF16 P = 2 55 -> 69, 4 88 -> 114; Q8_0 2 55 -> 71, 4
+ * 84 -> 125; Q4_0 4 89 -> 130; the avx2 tier BF16 2 36 -> 74
+ * (docs/ARCHITECTURE.md "Stop 41"). */
+#define FEW_ROWS 4
+#ifndef FEW_R_BF16
+#define FEW_R_BF16 MR
+#endif
+#ifndef FEW_R_Q
+#define FEW_R_Q 4
+#endif
+_Static_assert(FEW_ROWS <= MC, "a few-rows tile is one activation tile");
+static inline __attribute__((always_inline)) void few_rows(const void *w, int src,
+                                                           size_t row_bytes, uint32_t k,
+                                                           const char *x, size_t x_stride,
+                                                           int R, int PF, uint32_t m, uint32_t n0,
+                                                           uint32_t n1, float *const *y) {
+    switch (m) {
+    case 2: decode_rows(w, src, row_bytes, k, x, x_stride, R, 2, PF, n0, n1, y); break;
+    case 3: decode_rows(w, src, row_bytes, k, x, x_stride, R, 3, PF, n0, n1, y); break;
+    default: decode_rows(w, src, row_bytes, k, x, x_stride, R, 4, PF, n0, n1, y); break;
+    }
+}
+
+/* The weight bytes a matrix-matrix call reads next -- its following block
+ * of rows -- prefetched into L2 a few lines after each tile of the current
+ * block, spread evenly over the block's tiles, so that the next block
+ * streams in while this one computes and the first tiles over it do not
+ * wait on memory. Before this, only decode (one activation row) prefetched:
+ * a call with a few activation rows (batched decode of several sessions,
+ * speculation's verify step, a short prompt) read each block on demand,
+ * and every prefill block's first pass waited for its rows. Measured on
+ * Zen 4 (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
+ * "Stop 41"): a 4-token prompt 71.5 -> 89.5 tok/s, 16 tokens 144 -> 167,
+ * 512 tokens ~+3 %, 2,048 ~+4 %. A prefetch changes no result. */
+typedef struct next_pf {
+    const char *p, *end; /* [p, end): lines still to prefetch; p = end: none */
+    size_t per_tile;     /* lines after each tile */
+} next_pf;
+
+static inline next_pf next_pf_at(const void *next, size_t bytes, size_t tiles) {
+    const char *p = next;
+    size_t lines = (bytes + 63) / 64;
+    return (next_pf){p, p ? p + bytes : p, tiles ? (lines + tiles - 1) / tiles : lines};
+}
+
+static inline __attribute__((always_inline)) void next_pf_step(next_pf *s) {
+    for (size_t i = 0; i < s->per_tile && s->p < s->end; i++, s->p += 64)
+        _mm_prefetch(s->p, _MM_HINT_T1);
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
  * (BF16 rows of w, quantized rows row_bytes apart, or decoded rows of w from
  * row0), at most W_BLOCK of them: MR x MC tiles, the last rows in a 2-row
  * tile and 1-row tiles; K in spans of K_SPAN, each activation tile's
- * accumulators carried between spans in carry[]. */
+ * accumulators carried between spans in carry[]. next, next_bytes: what
+ * the call reads after this block (NULL: nothing), prefetched as it goes
+ * (next_pf). */
 static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
                                                              size_t row_bytes, uint32_t row0,
                                                              uint32_t k, const char *xb,
                                                              size_t x_stride, uint32_t nb,
                                                              uint32_t ne, uint32_t m,
-                                                             float *const *y) {
+                                                             float *const *y, const void *next,
+                                                             size_t next_bytes) {
     _Alignas(64) vf carry[W_BLOCK][MC];
+    /* tiles per activation tile and span: full MR-row ones, a 2-row one,
+     * single rows (ROW_TILES below) */
+    uint32_t rows = ne - nb, row_tiles = rows / MR;
+    uint32_t left = rows - row_tiles * MR;
+    row_tiles += MR > 2 && left >= 2 ? 1 + (left - 2) : left;
+    next_pf pf = next_pf_at(next, next_bytes,
+                            (size_t)((m + MC - 1) / MC) * ((k + K_SPAN - 1) / K_SPAN) * row_tiles);
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
-            for (; n + MR <= ne; n += MR)                                                   \
+            for (; n + MR <= ne; n += MR) {                                                 \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, \
                           k1, carry + (n - nb));                                            \
+                next_pf_step(&pf);                                                          \
+            }                                                                               \
             if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, \
                           k1, carry + (n - nb));                                            \
+                next_pf_step(&pf);                                                          \
                 n += 2;                                                                     \
             }                                                                               \
-            for (; n < ne; n++)                                                             \
+            for (; n < ne; n++) {                                                           \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, \
                           k1, carry + (n - nb));                                            \
+                next_pf_step(&pf);                                                          \
+            }                                                                               \
         }                                                                                   \
     } while (0)
     _Static_assert(MC >= 3 && MC <= 6, "the remainder switch covers MC - 1 rows");
@@ -123,14 +200,24 @@ static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t 
     const char *xb = x;
     if (m == 1) {
         if (PF == PF_SEQ)
-            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, n0, n1, y);
+            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, 1, PF_SEQ, n0, n1, y);
         else
-            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, PF_ROWS, n0, n1, y);
+            decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, 1, PF_ROWS, n0, n1, y);
         return;
     }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK)
-        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, nb + W_BLOCK < n1 ? nb + W_BLOCK : n1,
-                   m, y);
+    if (m <= FEW_ROWS) {
+        if (PF == PF_SEQ)
+            few_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, m, n0, n1, y);
+        else
+            few_rows(w, SRC_BF16, 0, k, xb, x_stride, FEW_R_BF16, PF_ROWS, m, n0, n1, y);
+        return;
+    }
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
+        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
+        uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1; /* the next block: [ne, nn) */
+        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, ne, m, y, ne < n1 ? w + (size_t)ne * k : NULL,
+                   (size_t)(nn - ne) * k * sizeof(uint16_t));
+    }
 }
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
@@ -173,17 +260,24 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
     if (m == 1) {
         if (PF == PF_SEQ)
-            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, PF_SEQ, n0, n1, y);
+            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, 1, PF_SEQ, n0, n1, y);
         else
-            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, PF_ROWS, n0, n1, y);
+            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, PF_ROWS, n0, n1, y);
+        return;
+    }
+    if (m <= FEW_ROWS) {
+        few_rows(wb, t, row_bytes, k, xb, x_stride, FEW_R_Q, PF, m, n0, n1, y);
         return;
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
     if (m < QDEC_MIN_M || rows == 0) {
-        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) /* decode in the tiles */
-            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb,
-                       nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, m, y);
+        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) { /* decode in the tiles */
+            uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
+            uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1;
+            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb, ne, m, y,
+                       ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes);
+        }
         return;
     }
     _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
@@ -193,7 +287,9 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
             for (uint32_t b = 0; b < nblk; b++)
                 qdecode_block(t, wb + (size_t)n * row_bytes, b,
                               dec + (size_t)(n - nb) * k + (size_t)32 * b);
-        block_rows(dec, SRC_DEC, 0, nb, k, xb, x_stride, nb, ne, m, y);
+        uint32_t nn = ne + rows < n1 ? ne + rows : n1; /* the rows decoded next */
+        block_rows(dec, SRC_DEC, 0, nb, k, xb, x_stride, nb, ne, m, y,
+                   ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes);
     }
 }
 

@@ -235,17 +235,21 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         CHECKF(diffs == 0, "%s %s: %d outputs depend on M or the column range", kern->name,
                types[t].name, diffs);
         /* The tier's PF_SEQ twin (another decode prefetch and tile height):
-         * the same decode bits, whole and split. */
+         * the same bits for decode and a few rows (kernels_blocked.h
+         * few_rows: 2..4 rows streamed like decode), whole and split. */
         if (kern->seq_twin) {
             kipp_cpu_matmul_q_fn ms = pick(kern->seq_twin, t);
-            ms(wq, K, 0, N, act, stride, 1, pyb);
-            ms(wq, K, 3, 19, act, stride, 1, pyc);
-            ms(wq, K, 19, N, act, stride, 1, pyc);
             int seq_diffs = 0;
-            for (int n = 0; n < N; n++)
-                seq_diffs += memcmp(&yb[0][n], &ys[0][n], 4) != 0 ||
-                             (n >= 3 && memcmp(&yc[0][n], &ys[0][n], 4) != 0);
-            CHECKF(seq_diffs == 0, "%s %s: %d decode outputs differ with PF_SEQ", kern->name,
+            for (int m = 1; m <= 4; m++) {
+                ms(wq, K, 0, N, act, stride, (uint32_t)m, pyb);
+                ms(wq, K, 3, 19, act, stride, (uint32_t)m, pyc);
+                ms(wq, K, 19, N, act, stride, (uint32_t)m, pyc);
+                for (int r = 0; r < m; r++)
+                    for (int n = 0; n < N; n++)
+                        seq_diffs += memcmp(&yb[r][n], &ys[r][n], 4) != 0 ||
+                                     (n >= 3 && memcmp(&yc[r][n], &ys[r][n], 4) != 0);
+            }
+            CHECKF(seq_diffs == 0, "%s %s: %d outputs differ with PF_SEQ", kern->name,
                    types[t].name, seq_diffs);
         }
         /* One-hot activations read single weights back: the tiers claim
