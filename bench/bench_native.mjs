@@ -28,6 +28,7 @@
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
+//        (also prefill4, prefill16: not run unless named)
 //        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
 //        [--kipp-isa avx512,avx512bf16] [--kv-quant bf16|q8_0]
 //
@@ -86,8 +87,15 @@ const allCases = {
   decode0: { name: "decode 64 @ 0", kind: "decode", depth: 0 },
   decode512: { name: "decode 64 @ 512", kind: "decode", depth: 512 },
   decode4096: { name: "decode 64 @ 4096", kind: "decode", depth: 4096 },
+  // Not issue 13's: a few rows per call (batched decode of a few sessions,
+  // speculation's verify step, a short prompt), where the weights' reads
+  // rather than the FMAs bound the step. Nine repetitions each, since one
+  // call is tens of milliseconds; no compute roofline (not the bound).
+  prefill4: { name: "prefill 4", kind: "prefill", p: 4, reps: 9, small: true },
+  prefill16: { name: "prefill 16", kind: "prefill", p: 16, reps: 9, small: true },
 };
-const caseKeys = opt("--cases", Object.keys(allCases).join(",")).split(",");
+const defaultCases = Object.keys(allCases).filter((k) => !allCases[k].small);
+const caseKeys = opt("--cases", defaultCases.join(",")).split(",");
 for (const k of caseKeys) if (!allCases[k]) { console.error(`bench_native: unknown case ${k}`); process.exit(2); }
 
 const sh = (cmd, a, env) => {
@@ -232,11 +240,11 @@ const record = {
 function kippArgs(file, c) {
   const p = c.kind === "prefill" ? c.p : Math.max(c.depth, 1);
   return ["bench", "-m", file, "--backend", "cpu", "--threads", String(threads), "--prompt-tokens", String(p),
-          "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", "1", "--json",
+          "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", String(c.reps ?? 1), "--json",
           ...(kvQuant === "q8_0" ? ["--kv-quant", "q8_0"] : [])];
 }
 function llamaArgs(file, c) {
-  const a = ["-m", file, "-t", String(threads), "-r", "1", "-o", "json",
+  const a = ["-m", file, "-t", String(threads), "-r", String(c.reps ?? 1), "-o", "json",
              ...(kvQuant === "q8_0" ? ["-ctk", "q8_0", "-ctv", "q8_0"] : [])];
   return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
                               : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
@@ -332,7 +340,7 @@ for (const scheme of schemes) {
       entry.roofline_tps = (entry.bandwidth_gb_s * 1e9) / bytes;
       entry.kipp_of_roofline = k / entry.roofline_tps;
       for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
-    } else if (fma.fp32_fma_gflops) {
+    } else if (fma.fp32_fma_gflops && !c.small) {
       // Prefill's compute roofline at FP32 FMA peak: 2 flops per projection
       // multiply-add, plus causal attention (QK and PV over P/2 positions
       // on average). An exact tier cannot pass it; a BF16/int8 dot product
