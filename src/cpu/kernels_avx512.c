@@ -49,6 +49,10 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * the registers) lost 6-22 % on Q4_0 and Q8_0 at 4 x 4 (BF16 within
  * +-3 %), and 13-38 % on all three at 4 x 6. */
 #define MC 4
+/* Activation rows a tile can hold: MC in the matrix-matrix tiles, up to
+ * FEW_ROWS (8) in the few-rows tiles of 2 weight rows (kernels_blocked.h). */
+#define TILE_C 8
+#define FEW_ROWS 8
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
@@ -173,7 +177,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
     }
-    __m512 acc[8][MC];
+    __m512 acc[8][TILE_C];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -220,7 +224,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         TILE_PARK(acc, carry, R, C);
         return;
     }
-    store_tile(&acc[0][0], MC, R, C, n, rs, m, y);
+    store_tile(&acc[0][0], TILE_C, R, C, n, rs, m, y);
 }
 
 /* Block b of a quantized row as 32 FP32 weights in the packed order (the

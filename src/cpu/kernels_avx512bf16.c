@@ -54,6 +54,8 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 }
 
 #define MC 6        /* activation rows per matrix-matrix tile (4 x MC accumulators) */
+#define TILE_C 8 /* activation rows a tile holds: MC, or FEW_ROWS (kernels_blocked.h) */
+#define FEW_ROWS 8
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * A block is decoded to the oracle's 32 FP32 weights (Q8_0 d q; Q4_0
@@ -143,7 +145,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
-    __m512 acc[8][MC];
+    __m512 acc[8][TILE_C];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
@@ -179,7 +181,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         TILE_PARK(acc, carry, R, C);
         return;
     }
-    store_tile(&acc[0][0], MC, R, C, n, rs, m, y);
+    store_tile(&acc[0][0], TILE_C, R, C, n, rs, m, y);
 }
 
 #define MV_ROWS_BF16 8 /* decode: 8 weight rows in flight */

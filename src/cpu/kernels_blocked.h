@@ -81,30 +81,47 @@ static inline __attribute__((always_inline)) void decode_rows(const void *w, int
  * W_BLOCK blocks (or decoded once): with so few rows the compute cannot
  * hide the reads, and decode's streaming is what the weights need. Tiles
  * of FEW_R_BF16 BF16 rows (PF_SEQ: MV_SEQ_ROWS_BF16) or FEW_R_Q quantized
- * ones, so that R x FEW_ROWS accumulators fit the registers. Per output the
- * sequence is tile_span's, so the bits are the blocked path's. Zen 4,
- * synthetic-0.6b, 2 threads, a P-token prompt, tok/s, blocked (with
- * next_pf) -> few: BF16 P = 2 55 -> 69, 4 88 -> 114; Q8_0 2 55 -> 71, 4
- * 84 -> 125; Q4_0 4 89 -> 130; the avx2 tier BF16 2 36 -> 74
+ * ones for up to 4 activation rows, FEW_WIDE_R for 5..8 (the AVX-512
+ * tiers, whose tiles hold TILE_C = 8), so the accumulators fit the
+ * registers. Per output the sequence is tile_span's, so the bits are the
+ * blocked path's. Zen 4, synthetic-0.6b, 2 threads, a P-token prompt,
+ * tok/s, blocked (with next_pf) -> few: BF16 P = 2 55 -> 69, 4 88 -> 114,
+ * 6 113 -> 126; Q8_0 2 55 -> 71, 4 84 -> 125, 6 104 -> 144, 8 126 -> 151;
+ * Q4_0 4 89 -> 130, 8 131 -> 159; the avx2 tier BF16 2 36 -> 74
  * (docs/ARCHITECTURE.md "Stop 41"). */
-#define FEW_ROWS 4
+#ifndef FEW_ROWS
+#define FEW_ROWS 4 /* a tier whose tiles hold more (TILE_C) may raise it to 8 */
+#endif
+#ifndef TILE_C
+#define TILE_C MC
+#endif
 #ifndef FEW_R_BF16
 #define FEW_R_BF16 MR
 #endif
 #ifndef FEW_R_Q
 #define FEW_R_Q 4
 #endif
-_Static_assert(FEW_ROWS <= MC, "a few-rows tile is one activation tile");
+/* Weight rows per few-rows tile for 5..8 activation rows: 16 accumulators. */
+#define FEW_WIDE_R 2
+_Static_assert(FEW_ROWS >= 4 && FEW_ROWS <= TILE_C && FEW_ROWS <= 8,
+               "few-rows tiles hold up to TILE_C activation rows");
 static inline __attribute__((always_inline)) void few_rows(const void *w, int src,
                                                            size_t row_bytes, uint32_t k,
                                                            const char *x, size_t x_stride,
                                                            int R, int PF, uint32_t m, uint32_t n0,
                                                            uint32_t n1, float *const *y) {
-    switch (m) {
-    case 2: decode_rows(w, src, row_bytes, k, x, x_stride, R, 2, PF, n0, n1, y); break;
-    case 3: decode_rows(w, src, row_bytes, k, x, x_stride, R, 3, PF, n0, n1, y); break;
-    default: decode_rows(w, src, row_bytes, k, x, x_stride, R, 4, PF, n0, n1, y); break;
+#define FEW(RR, C) decode_rows(w, src, row_bytes, k, x, x_stride, RR, FEW_ROWS >= (C) ? (C) : 1, \
+                               PF, n0, n1, y)
+    switch (m) { /* (C > FEW_ROWS never runs: m <= FEW_ROWS) */
+    case 2: FEW(R, 2); break;
+    case 3: FEW(R, 3); break;
+    case 4: FEW(R, 4); break;
+    case 5: FEW(FEW_WIDE_R, 5); break;
+    case 6: FEW(FEW_WIDE_R, 6); break;
+    case 7: FEW(FEW_WIDE_R, 7); break;
+    default: FEW(FEW_WIDE_R, 8); break;
     }
+#undef FEW
 }
 
 /* The weight bytes a matrix-matrix call reads next -- its following block

@@ -138,14 +138,14 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
         CHECKF(memcmp(y_seq, y_mv, sizeof y_mv) == 0, "%s: PF_SEQ decode changes bits",
                kr->name);
     }
-    /* A few activation rows (2..4: kernels_blocked.h few_rows, decode's
+    /* A few activation rows (2..8: kernels_blocked.h few_rows, decode's
      * tiles over every row) in both prefetch tables, whole and in the two
      * column ranges: the matvec bits. */
     int few_diffs = 0;
     for (int t = 0; t < 2; t++) {
         const kipp_cpu_kernels *tk = t ? kr->seq_twin : kr;
         if (!tk) continue;
-        for (int m = 2; m <= 4; m++) {
+        for (int m = 2; m <= 8; m++) {
             static float y_few[M][N];
             float *rows_few[M];
             for (int r = 0; r < m; r++) rows_few[r] = y_few[r];
@@ -156,7 +156,7 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
             for (int r = 0; r < m; r++) few_diffs += memcmp(y_few[r], y_mv[r], sizeof y_few[r]) != 0;
         }
     }
-    CHECKF(few_diffs == 0, "%s: %d rows of a 2..4-row matmul differ from matvec", kr->name,
+    CHECKF(few_diffs == 0, "%s: %d rows of a 2..8-row matmul differ from matvec", kr->name,
            few_diffs);
     /* Packing a 32-aligned slice lands at byte offset act_bytes(off) (the
      * forward packs heads and thread column ranges separately). */

@@ -236,11 +236,11 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
                types[t].name, diffs);
         /* The tier's PF_SEQ twin (another decode prefetch and tile height):
          * the same bits for decode and a few rows (kernels_blocked.h
-         * few_rows: 2..4 rows streamed like decode), whole and split. */
+         * few_rows: 2..8 rows streamed like decode), whole and split. */
         if (kern->seq_twin) {
             kipp_cpu_matmul_q_fn ms = pick(kern->seq_twin, t);
             int seq_diffs = 0;
-            for (int m = 1; m <= 4; m++) {
+            for (int m = 1; m <= 8; m++) {
                 ms(wq, K, 0, N, act, stride, (uint32_t)m, pyb);
                 ms(wq, K, 3, 19, act, stride, (uint32_t)m, pyc);
                 ms(wq, K, 19, N, act, stride, (uint32_t)m, pyc);
