@@ -108,6 +108,8 @@ const record = {
   date: new Date().toISOString(),
   commit: sh("git", ["rev-parse", "HEAD"]),
   dirty: (sh("git", ["status", "--porcelain", "--untracked-files=no"]) || "") !== "",
+  // The binary raced: with --kipp OTHER it need not be this tree's build.
+  kipp_bin: kipp,
   machine: { cpu: os.cpus()[0]?.model, cores_online: os.cpus().length, kernel: os.release(),
              loadavg_start: os.loadavg() },
   model: { path: model, bytes: statSync(model).size }, draft: { path: draft }, threads,
