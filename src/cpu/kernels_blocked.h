@@ -128,13 +128,12 @@ static inline __attribute__((always_inline)) void few_rows(const void *w, int sr
  * of rows -- prefetched into L2 a few lines after each tile of the current
  * block, spread evenly over the block's tiles, so that the next block
  * streams in while this one computes and the first tiles over it do not
- * wait on memory. Before this, only decode (one activation row) prefetched:
- * a call with a few activation rows (batched decode of several sessions,
- * speculation's verify step, a short prompt) read each block on demand,
- * and every prefill block's first pass waited for its rows. Measured on
- * Zen 4 (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
- * "Stop 41"): a 4-token prompt 71.5 -> 89.5 tok/s, 16 tokens 144 -> 167,
- * 512 tokens ~+3 %, 2,048 ~+4 %. A prefetch changes no result. */
+ * wait on memory (before, each block was read on demand, so every
+ * block's first pass waited for its rows). Measured on Zen 4
+ * (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
+ * "Stop 41"): a 16-token prompt 144 -> 167 tok/s, 512 tokens ~+3 %, 2,048
+ * ~+4 % (and 4 tokens 71.5 -> 89.5, before few_rows took such calls). A
+ * prefetch changes no result. */
 typedef struct next_pf {
     const char *p, *end; /* [p, end): lines still to prefetch; p = end: none */
     size_t per_tile;     /* lines after each tile */
