@@ -208,6 +208,24 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
 #undef ROW_TILES
 }
 
+/* Weight rows [n0, n1) -- BF16, or quantized and decoded in the tiles --
+ * against activation rows [0, m), a block of W_BLOCK rows at a time, each
+ * block prefetching the next (next_pf). */
+static inline __attribute__((always_inline)) void blocked_rows(const void *w, int src,
+                                                               size_t row_bytes, uint32_t k,
+                                                               const char *xb, size_t x_stride,
+                                                               uint32_t n0, uint32_t n1,
+                                                               uint32_t m, float *const *y) {
+    /* bytes per weight row (a BF16 row is addressed by k, row_bytes 0) */
+    size_t pitch = src == SRC_BF16 ? (size_t)k * sizeof(uint16_t) : row_bytes;
+    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
+        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
+        uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1; /* the next block: [ne, nn) */
+        block_rows(w, src, row_bytes, 0, k, xb, x_stride, nb, ne, m, y,
+                   ne < n1 ? (const char *)w + ne * pitch : NULL, (nn - ne) * pitch);
+    }
+}
+
 static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
                                                                  uint32_t n0, uint32_t n1,
                                                                  const void *x, size_t x_stride,
@@ -228,12 +246,7 @@ static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t 
             few_rows(w, SRC_BF16, 0, k, xb, x_stride, FEW_R_BF16, PF_ROWS, m, n0, n1, y);
         return;
     }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-        uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1; /* the next block: [ne, nn) */
-        block_rows(w, SRC_BF16, 0, 0, k, xb, x_stride, nb, ne, m, y, ne < n1 ? w + (size_t)ne * k : NULL,
-                   (size_t)(nn - ne) * k * sizeof(uint16_t));
-    }
+    blocked_rows(w, SRC_BF16, 0, k, xb, x_stride, n0, n1, m, y);
 }
 
 static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
@@ -287,13 +300,8 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if (m < QDEC_MIN_M || rows == 0) {
-        for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) { /* decode in the tiles */
-            uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
-            uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1;
-            block_rows(wb, t, row_bytes, 0, k, xb, x_stride, nb, ne, m, y,
-                       ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes);
-        }
+    if (m < QDEC_MIN_M || rows == 0) { /* decode in the tiles */
+        blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
         return;
     }
     _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
