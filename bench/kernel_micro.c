@@ -14,6 +14,11 @@
  *   build/kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS
  *       a decode matrix-vector product, K = 1,024, ROWS weight rows
  *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
+ *   build/kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]
+ *       the same weights against M activation rows (K = 1,024 unless
+ *       given, a multiple of 32): the matrix-matrix paths (a few rows,
+ *       blocked), reported as GFLOPS too (64 BF16 rows: one L2 block, the
+ *       tiles' compute rate; 16,384 rows: 32 MiB streamed from memory)
  *
  * TIER is a kernel tier name (avx512, avx2, ...); the table is the tier's
  * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. KERNEL_MICRO_QUICK=1
@@ -70,15 +75,17 @@ static void *weights(size_t n, size_t block, int bf16) {
 
 static int usage(void) {
     fprintf(stderr, "usage: kernel_micro att TIER bf16|q8_0 CTX KV_HEADS\n"
-                    "       kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS\n");
+                    "       kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS\n"
+                    "       kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5 || argc > 6) return usage();
+    if (argc < 5 || argc > 7) return usage();
     const char *mode = argv[1], *tier = argv[2], *scheme = argv[3];
-    long a4 = atol(argv[4]), a5 = argc == 6 ? atol(argv[5]) : -1;
-    if ((argc == 6) != !strcmp(mode, "att")) return usage();
+    long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1, a6 = argc == 7 ? atol(argv[6]) : 1024;
+    int want = !strcmp(mode, "att") ? 6 : !strcmp(mode, "matvec") ? 5 : 0;
+    if (!strcmp(mode, "matmul") ? argc < 6 : argc != want) return usage();
     const kipp_cpu_kernels *kt = kipp_cpu_kernels_by_name(tier);
     if (!kt) {
         fprintf(stderr, "kernel_micro: tier %s: unknown or not on this processor\n", tier);
@@ -146,43 +153,54 @@ int main(int argc, char **argv) {
         free(kb);
         free(vb);
         free(scratch);
-    } else if (!strcmp(mode, "matvec")) {
-        enum { K = 1024 };
+    } else if (!strcmp(mode, "matvec") || !strcmp(mode, "matmul")) {
+        const int K = (int)a6;
         static const char *names[] = {"bf16", "q8_0", "q4_0", "q4_1"};
         static const size_t block[] = {64, sizeof(kipp_block_q8_0), sizeof(kipp_block_q4_0),
                                        sizeof(kipp_block_q4_1)};
         int s = 0;
         while (s < 4 && strcmp(scheme, names[s])) s++;
-        if (s == 4 || a4 < 1 || a4 > (1 << 20)) return usage();
+        uint32_t m = a5 < 0 ? 1 : (uint32_t)a5; /* activation rows */
+        if (s == 4 || a4 < 1 || a4 > (1 << 20) || (a5 >= 0 && (a5 < 1 || a5 > 4096)) ||
+            a6 < 32 || a6 > 16384 || a6 % 32)
+            return usage();
         uint32_t rows = (uint32_t)a4;
         size_t wbytes = (size_t)rows * (K / 32) * block[s];
         void *w = weights(wbytes, block[s], s == 0);
-        float *xf = malloc(K * sizeof *xf), *y = malloc(rows * sizeof *y);
-        void *x = aligned_alloc(64, (kt->act_bytes(K) + 63) / 64 * 64);
-        if (!xf || !y || !x) return 1;
-        for (int i = 0; i < K; i++) xf[i] = (float)(rand() % 1000) / 1000.0f;
-        kt->pack_act(xf, K, x);
-        float *yp[1] = {y};
-        int reps = quick ? 1 : (int)(4e8 / (double)wbytes) + 1;
+        size_t x_stride = (kt->act_bytes(K) + 63) / 64 * 64;
+        float *xf = malloc(K * sizeof *xf), *y = malloc((size_t)m * rows * sizeof *y);
+        void *x = aligned_alloc(64, x_stride * m);
+        float **yp = malloc(m * sizeof *yp);
+        if (!xf || !y || !x || !yp) return 1;
+        for (uint32_t r = 0; r < m; r++) {
+            for (int i = 0; i < K; i++) xf[i] = (float)(rand() % 1000) / 1000.0f;
+            kt->pack_act(xf, K, (char *)x + r * x_stride);
+            yp[r] = y + (size_t)r * rows;
+        }
+        /* the same bytes streamed per pass; a matmul does m times the work */
+        int reps = quick ? 1 : (int)(4e8 / (double)wbytes / (m > 16 ? m / 16.0 : 1)) + 1;
         for (int t = 0; t < passes; t++) {
             double t0 = now();
             for (int r = 0; r < reps; r++) switch (s) {
-                case 0: kt->matmul_bf16(w, K, 0, rows, x, 0, 1, yp); break;
-                case 1: kt->matmul_q8_0(w, K, 0, rows, x, 0, 1, yp); break;
-                case 2: kt->matmul_q4_0(w, K, 0, rows, x, 0, 1, yp); break;
-                default: kt->matmul_q4_1(w, K, 0, rows, x, 0, 1, yp); break;
+                case 0: kt->matmul_bf16(w, K, 0, rows, x, x_stride, m, yp); break;
+                case 1: kt->matmul_q8_0(w, K, 0, rows, x, x_stride, m, yp); break;
+                case 2: kt->matmul_q4_0(w, K, 0, rows, x, x_stride, m, yp); break;
+                default: kt->matmul_q4_1(w, K, 0, rows, x, x_stride, m, yp); break;
                 }
             double dt = (now() - t0) / reps;
             if (dt < best) best = dt;
         }
-        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode matvec\",\"scheme\":\"%s\","
-               "\"k\":%d,\"rows\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,\"y0\":%.6g}\n",
-               cpu, kt->name, scheme, K, rows, best / ((double)rows * (K / 32)) * 1e9,
-               (double)wbytes / best / 1e9, y[0]);
+        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s\",\"scheme\":\"%s\","
+               "\"k\":%d,\"rows\":%u,\"m\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,"
+               "\"gflops\":%.2f,\"y0\":%.6g}\n",
+               cpu, kt->name, m == 1 && a5 < 0 ? "decode matvec" : "matmul", scheme, K, rows, m,
+               best / ((double)rows * (K / 32)) * 1e9, (double)wbytes / best / 1e9,
+               2.0 * K * rows * m / best / 1e9, y[0]);
         free(w);
         free(xf);
         free(y);
         free(x);
+        free(yp);
     } else {
         return usage();
     }

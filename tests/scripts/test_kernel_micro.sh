@@ -16,7 +16,8 @@ for t in avx2 avx512 avx512bf16; do
 done
 for t in $tiers; do
     for args in "att $t bf16 100 2" "att $t q8_0 100 2" "matvec $t bf16 16" "matvec $t q8_0 16" \
-                "matvec $t q4_0 16" "matvec $t q4_1 16"; do
+                "matvec $t q4_0 16" "matvec $t q4_1 16" "matmul $t bf16 16 9" "matmul $t q8_0 16 5 64" \
+                "matmul $t q4_0 16 12 96"; do
         # shellcheck disable=SC2086
         if ! KERNEL_MICRO_QUICK=1 "$K" $args >"$T/out" 2>"$T/err"; then
             bad "$args: exit $? ($(head -c 200 "$T/err"))"
@@ -38,7 +39,8 @@ PY
     done
 done
 for args in "att generic bf16 0 1" "matvec generic q5_0 16" "att generic bf16 100" "nosuch generic bf16 1" \
-            "matvec no-such-tier bf16 16"; do
+            "matvec no-such-tier bf16 16" "matmul generic bf16 16 9 100" "matmul generic bf16 16" \
+            "matmul generic q4_0 16 0" "matvec generic bf16 16 9"; do
     # shellcheck disable=SC2086
     KERNEL_MICRO_QUICK=1 "$K" $args >"$T/out" 2>"$T/err"
     rc=$?
