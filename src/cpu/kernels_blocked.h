@@ -194,16 +194,22 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
             }                                                                               \
         }                                                                                   \
     } while (0)
-    _Static_assert(MC >= 3 && MC <= 6, "the remainder switch covers MC - 1 rows");
-    uint32_t r = 0;
-    for (; r + MC <= m; r += MC) ROW_TILES(MC);
-    switch (m - r) { /* cases of MC rows or more never run; (... : 1) keeps them in bounds */
-    case 5: ROW_TILES(MC > 5 ? 5 : 1); break;
-    case 4: ROW_TILES(MC > 4 ? 4 : 1); break;
-    case 3: ROW_TILES(MC > 3 ? 3 : 1); break;
-    case 2: ROW_TILES(2); break;
-    case 1: ROW_TILES(1); break;
-    default: break;
+    _Static_assert(MC >= 3 && MC <= 6, "the switch covers 1 .. MC rows");
+    /* ceil(m / MC) activation tiles of as even a height as they can be
+     * (9 rows: 3 + 3 + 3, not 4 + 4 + 1), the taller ones first: a tile of
+     * one or two rows reads the block from L2 for as little compute. */
+    uint32_t tiles = (m + MC - 1) / MC, base = m / tiles, taller = m % tiles;
+    for (uint32_t i = 0, r = 0; i < tiles; i++) {
+        uint32_t c = base + (i < taller);
+        switch (c) { /* (... : 1) keeps cases no tile takes in bounds */
+        case 6: ROW_TILES(MC >= 6 ? 6 : 1); break;
+        case 5: ROW_TILES(MC >= 5 ? 5 : 1); break;
+        case 4: ROW_TILES(MC >= 4 ? 4 : 1); break;
+        case 3: ROW_TILES(3); break;
+        case 2: ROW_TILES(2); break;
+        default: ROW_TILES(1); break;
+        }
+        r += c;
     }
 #undef ROW_TILES
 }
