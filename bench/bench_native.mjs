@@ -28,7 +28,8 @@
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
-//        (also prefill4, prefill8, prefill16: not run unless named)
+//        (also prefill4, prefill8, prefill9, prefill12, prefill16: not run
+//        unless named)
 //        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
 //        [--kipp-isa avx512,avx512bf16] [--kv-quant bf16|q8_0]
 //
@@ -93,6 +94,8 @@ const allCases = {
   // call is tens of milliseconds; no compute roofline (not the bound).
   prefill4: { name: "prefill 4", kind: "prefill", p: 4, reps: 9, small: true },
   prefill8: { name: "prefill 8", kind: "prefill", p: 8, reps: 9, small: true },
+  prefill9: { name: "prefill 9", kind: "prefill", p: 9, reps: 9, small: true },
+  prefill12: { name: "prefill 12", kind: "prefill", p: 12, reps: 9, small: true },
   prefill16: { name: "prefill 16", kind: "prefill", p: 16, reps: 9, small: true },
 };
 const defaultCases = Object.keys(allCases).filter((k) => !allCases[k].small);
