@@ -171,7 +171,7 @@ static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
-          uint32_t k0, uint32_t k1, __m256 (*carry)[MC]) {
+          uint32_t k0, uint32_t k1, __m256 (*carry)[MC], next_pf *np) {
     __m256 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -180,7 +180,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     if (src == SRC_BF16 || src == SRC_DEC) {
         seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 8) {
-            if (i % 32 == 0) seq_pf_step(&sp, src, R, PF);
+            if (i % 32 == 0) {
+                seq_pf_step(&sp, src, R, PF);
+                next_pf_step(np);
+            }
             __m256 wv[8];
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
@@ -206,6 +209,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         for (uint32_t i = k0; i < k1; i += 32) {
             qtile_prefetch(&qt, src, R, PF);
             seq_pf_step(&sp, src, R, PF);
+            next_pf_step(np);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 __m256 wv[4];

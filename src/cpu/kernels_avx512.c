@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
-          uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
+          uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
     if (PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS && C == 1) {
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
@@ -188,6 +188,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
     for (uint32_t i = k0; i < k1; i += 32) {
         __m512 we[8], wo[8];
         seq_pf_step(&sp, src, R, PF);
+        next_pf_step(np);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_DEC) {

@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void
 tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
-          uint32_t k0, uint32_t k1, __m512 (*carry)[MC]) {
+          uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
     __m512 acc[8][TILE_C];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -156,6 +156,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         __m512bh wv[8];
         qtile_prefetch(&qt, src, R, PF);
         seq_pf_step(&sp, src, R, PF);
+        next_pf_step(np);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_BF16) {

@@ -11,7 +11,8 @@
  *   tile_span(...)           chunks [k0, k1) of an R x C tile from one
  *                            weight source (SRC_BF16, SRC_DEC, QT_*),
  *                            accumulators parked in carry[r][c] between
- *                            spans; the per-output operation sequence must
+ *                            spans, next_pf_step(np) once per 32-value
+ *                            chunk; the per-output operation sequence must
  *                            not depend on the source, R, C, the rows'
  *                            spacing rs or the span cut
  *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode),
@@ -46,7 +47,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
                                                            const char *x, size_t x_stride, int R,
                                                            int C, int PF, uint32_t n,
                                                            uint32_t rs, float *const *y) {
-    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL);
+    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL, NULL);
 }
 
 /* Decode (C activation rows, usually one; C <= FEW_ROWS): weight rows
@@ -125,29 +126,19 @@ static inline __attribute__((always_inline)) void few_rows(const void *w, int sr
 }
 
 /* The weight bytes a matrix-matrix call reads next -- its following block
- * of rows -- prefetched into L2 a few lines after each tile of the current
- * block, spread evenly over the block's tiles, so that the next block
- * streams in while this one computes and the first tiles over it do not
- * wait on memory (before, each block was read on demand, so every
- * block's first pass waited for its rows). Measured on Zen 4
- * (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
- * "Stop 41"): a 16-token prompt 144 -> 167 tok/s, 512 tokens ~+3 %, 2,048
- * ~+4 % (and 4 tokens 71.5 -> 89.5, before few_rows took such calls). A
- * prefetch changes no result. */
-typedef struct next_pf {
-    const char *p, *end; /* [p, end): lines still to prefetch; p = end: none */
-    size_t per_tile;     /* lines after each tile */
-} next_pf;
-
-static inline next_pf next_pf_at(const void *next, size_t bytes, size_t tiles) {
+ * of rows -- prefetched into L2 while the current block computes, a line
+ * or two at each 32-value chunk of its tiles (next_pf, kernels_simd.h), so
+ * that the next block streams in and the first tiles over it do not wait
+ * on memory (before stop 41 each block was read on demand). Measured on
+ * Zen 4 (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
+ * "Stop 41"; then a burst of lines after each tile): a 16-token prompt 144
+ * -> 167 tok/s, 512 tokens ~+3 %, 2,048 ~+4 %. Spread over the chunks
+ * (stop 42): docs/ARCHITECTURE.md "Stop 42". A prefetch changes no
+ * result. */
+static inline next_pf next_pf_at(const void *next, size_t bytes, size_t steps) {
     const char *p = next;
     size_t lines = (bytes + 63) / 64;
-    return (next_pf){p, p ? p + bytes : p, tiles ? (lines + tiles - 1) / tiles : lines};
-}
-
-static inline __attribute__((always_inline)) void next_pf_step(next_pf *s) {
-    for (size_t i = 0; i < s->per_tile && s->p < s->end; i++, s->p += 64)
-        _mm_prefetch(s->p, _MM_HINT_T1);
+    return (next_pf){p, p ? p + bytes : p, steps ? (lines + steps - 1) / steps : lines};
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
@@ -170,27 +161,23 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
     uint32_t rows = ne - nb, row_tiles = rows / MR;
     uint32_t left = rows - row_tiles * MR;
     row_tiles += MR > 2 && left >= 2 ? 1 + (left - 2) : left;
-    next_pf pf = next_pf_at(next, next_bytes,
-                            (size_t)((m + MC - 1) / MC) * ((k + K_SPAN - 1) / K_SPAN) * row_tiles);
+    next_pf pf = next_pf_at(next, next_bytes, (size_t)((m + MC - 1) / MC) * (k / 32) * row_tiles);
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
             uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
             for (; n + MR <= ne; n += MR) {                                                 \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb));                                            \
-                next_pf_step(&pf);                                                          \
+                          k1, carry + (n - nb), &pf);                                       \
             }                                                                               \
             if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb));                                            \
-                next_pf_step(&pf);                                                          \
+                          k1, carry + (n - nb), &pf);                                       \
                 n += 2;                                                                     \
             }                                                                               \
             for (; n < ne; n++) {                                                           \
                 tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb));                                            \
-                next_pf_step(&pf);                                                          \
+                          k1, carry + (n - nb), &pf);                                       \
             }                                                                               \
         }                                                                                   \
     } while (0)

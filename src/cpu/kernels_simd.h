@@ -233,6 +233,22 @@ static inline __attribute__((always_inline)) void seq_pf_step(seq_pf *s, int t, 
     s->p += step;
 }
 
+/* A blocked call's prefetch of the weight bytes it reads after the current
+ * block (kernels_blocked.h next_pf_at): lines [p, end), per_step of them at
+ * each 32-value chunk of its tiles, so they trickle out while the tiles
+ * compute rather than in a burst between tiles. tile_span takes NULL
+ * outside the blocked path (decode has its own PF tables). */
+typedef struct next_pf {
+    const char *p, *end;
+    size_t per_step;
+} next_pf;
+
+static inline __attribute__((always_inline)) void next_pf_step(next_pf *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->per_step && s->p < s->end; i++, s->p += 64)
+        _mm_prefetch(s->p, _MM_HINT_T1);
+}
+
 static inline __attribute__((always_inline)) void qtile_step(qtile_ptrs *q, int t) {
     if (t >= SRC_BF16) return;
     q->p0 += qblock_bytes(t);
