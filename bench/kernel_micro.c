@@ -83,7 +83,8 @@ static int usage(void) {
 int main(int argc, char **argv) {
     if (argc < 5 || argc > 7) return usage();
     const char *mode = argv[1], *tier = argv[2], *scheme = argv[3];
-    long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1, a6 = argc == 7 ? atol(argv[6]) : 1024;
+    long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1;
+    long a6 = argc == 7 ? atol(argv[6]) : 1024; /* matmul's K */
     int want = !strcmp(mode, "att") ? 6 : !strcmp(mode, "matvec") ? 5 : 0;
     if (!strcmp(mode, "matmul") ? argc < 6 : argc != want) return usage();
     const kipp_cpu_kernels *kt = kipp_cpu_kernels_by_name(tier);
