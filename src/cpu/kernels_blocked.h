@@ -156,12 +156,11 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
                                                              float *const *y, const void *next,
                                                              size_t next_bytes) {
     _Alignas(64) vf carry[W_BLOCK][MC];
-    /* tiles per activation tile and span: full MR-row ones, a 2-row one,
-     * single rows (ROW_TILES below) */
-    uint32_t rows = ne - nb, row_tiles = rows / MR;
-    uint32_t left = rows - row_tiles * MR;
-    row_tiles += MR > 2 && left >= 2 ? 1 + (left - 2) : left;
-    next_pf pf = next_pf_at(next, next_bytes, (size_t)((m + MC - 1) / MC) * (k / 32) * row_tiles);
+    /* ceil(m / MC) activation tiles (cut below); the next block's lines
+     * spread over their chunks of about ceil(rows / MR) weight tiles each
+     * (a short last block's 2- and 1-row tiles only finish it sooner) */
+    uint32_t tiles = (m + MC - 1) / MC;
+    next_pf pf = next_pf_at(next, next_bytes, (size_t)tiles * (k / 32) * ((ne - nb + MR - 1) / MR));
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
         for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
@@ -182,10 +181,10 @@ static inline __attribute__((always_inline)) void block_rows(const void *w, int 
         }                                                                                   \
     } while (0)
     _Static_assert(MC >= 3 && MC <= 6, "the switch covers 1 .. MC rows");
-    /* ceil(m / MC) activation tiles of as even a height as they can be
+    /* the activation tiles of as even a height as they can be
      * (9 rows: 3 + 3 + 3, not 4 + 4 + 1), the taller ones first: a tile of
      * one or two rows reads the block from L2 for as little compute. */
-    uint32_t tiles = (m + MC - 1) / MC, base = m / tiles, taller = m % tiles;
+    uint32_t base = m / tiles, taller = m % tiles;
     for (uint32_t i = 0, r = 0; i < tiles; i++) {
         uint32_t c = base + (i < taller);
         switch (c) { /* (... : 1) keeps cases no tile takes in bounds */
@@ -258,8 +257,9 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
  * fewer rows stream the activations from L3 too often) and runs every
  * activation row against them (block_rows on SRC_DEC rows), so the
  * decode work is per weight row, not per (weight tile, activation tile).
- * Rows longer than the buffer and calls with fewer than QDEC_MIN_M
- * activation rows decode inside the tiles instead. Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * Rows longer than the buffer decode inside the tiles instead (calls of
+ * up to FEW_ROWS activation rows never get here: few_rows, which decodes
+ * in its tiles). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
  * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
  * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
  * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
@@ -269,7 +269,7 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
 #ifndef QDEC_T
 #define QDEC_T float
 #endif
-enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64, QDEC_MIN_M = 4 };
+enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
 static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const void *w, uint32_t k,
@@ -293,7 +293,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if (m < QDEC_MIN_M || rows == 0) { /* decode in the tiles */
+    if (rows == 0) { /* decode in the tiles */
         blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
         return;
     }
