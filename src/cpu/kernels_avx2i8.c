@@ -237,6 +237,40 @@ static inline __attribute__((always_inline)) void i8_block(int t, const uint8_t 
     for (; n < ne; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, r0, y);
 }
 
+/* Decode's loop: weight rows [n0, n1) in R-row tiles with prefetch PF (the
+ * last few one by one), against activation rows [c0, c0 + C). */
+static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const uint8_t *w,
+                                                          size_t row_bytes, uint32_t nblk,
+                                                          const uint8_t *x, size_t x_stride,
+                                                          int R, int C, uint32_t c0, uint32_t n0,
+                                                          uint32_t n1, float *const *y) {
+    uint32_t n = n0;
+    for (; n + (uint32_t)R <= n1; n += (uint32_t)R)
+        i8_tile(t, w, row_bytes, nblk, x, x_stride, R, C, PF, n, c0, y);
+    for (; n < n1; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, c0, y);
+}
+
+/* A few activation rows (2 .. I8_FEW_ROWS: batched decode of a few
+ * sessions, speculation's verify step, a short prompt) stream the weights
+ * as decode does, in passes of up to I8_FEW_C activation rows, instead of
+ * in W_BLOCK blocks read on demand (the FP32 tiers' few_rows,
+ * kernels_blocked.h). A tile's per-output sequence does not depend on R,
+ * C or the pass, so the bits are the blocked path's. Zen 4, the vpdpbusd
+ * table, kernel_micro out of cache (131,072 rows, K = 1,024), ns per row
+ * and block, blocked -> passes: Q4_0 M = 2 3.89 -> 1.14, 4 4.39 -> 2.07,
+ * 8 6.98 -> 4.09, 16 10.1 -> 8.4 (K = 4,096 over 66 MB, past the L3:
+ * 9.7 -> 8.4); Q8_0 M = 2 4.69 -> 1.36, 16 13.3 -> 10.0. Passes of 4
+ * weight rows for every C on that table (32 registers: C = 3 1.82 -> 1.58
+ * ns against 2 rows); the plain table (16 registers) keeps 2 rows for
+ * C > 2, unmeasured here. docs/ARCHITECTURE.md "Stop 43". */
+#define I8_FEW_ROWS 16
+#define I8_FEW_C 4
+#ifdef KIPP_AVX2I8_VNNI
+#define I8_FEW_R(C) 4
+#else
+#define I8_FEW_R(C) ((C) <= 2 ? 4 : 2)
+#endif
+
 /* The name kernels_blocked.h's FP32 driver has in the other tiers (this
  * file leaves that one out: KIPP_BLOCKED_BF16_ONLY). */
 static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const void *w,
@@ -247,10 +281,18 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
     if (m == 1) {
-        uint32_t n = n0;
-        for (; n + I8_MV_ROWS <= n1; n += I8_MV_ROWS)
-            i8_tile(t, wb, row_bytes, nblk, xb, x_stride, I8_MV_ROWS, 1, PF, n, 0, y);
-        for (; n < n1; n++) i8_tile(t, wb, row_bytes, nblk, xb, x_stride, 1, 1, PF_NONE, n, 0, y);
+        i8_rows(t, PF, wb, row_bytes, nblk, xb, x_stride, I8_MV_ROWS, 1, 0, n0, n1, y);
+        return;
+    }
+    if (m <= I8_FEW_ROWS) { /* passes of up to I8_FEW_C activation rows */
+#define PASS(C) i8_rows(t, PF, wb, row_bytes, nblk, xb, x_stride, I8_FEW_R(C), C, c0, n0, n1, y)
+        for (uint32_t c0 = 0; c0 < m; c0 += I8_FEW_C) switch (m - c0) {
+            case 1: PASS(1); break;
+            case 2: PASS(2); break;
+            case 3: PASS(3); break;
+            default: PASS(4); break;
+            }
+#undef PASS
         return;
     }
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
@@ -262,6 +304,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     }
 }
 _Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
+_Static_assert(I8_FEW_C == 4, "a pass's switch covers 1 .. I8_FEW_C rows; i8_tile holds 4 x 4");
 
 /* The table's entries (kernels_simd.h), over matmul_q above. */
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
