@@ -250,7 +250,7 @@ static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const u
     for (; n < n1; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, c0, y);
 }
 
-/* A few activation rows (2 .. I8_FEW_ROWS: batched decode of a few
+/* A few activation rows (2 .. I8_FEW_ROWS: batched decode of some
  * sessions, speculation's verify step, a short prompt) stream the weights
  * as decode does, in passes of up to I8_FEW_C activation rows, instead of
  * in W_BLOCK blocks read on demand (the FP32 tiers' few_rows,
@@ -259,11 +259,12 @@ static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const u
  * table, kernel_micro out of cache (131,072 rows, K = 1,024), ns per row
  * and block, blocked -> passes: Q4_0 M = 2 3.89 -> 1.14, 4 4.39 -> 2.07,
  * 8 6.98 -> 4.09, 16 10.1 -> 8.4 (K = 4,096 over 66 MB, past the L3:
- * 9.7 -> 8.4); Q8_0 M = 2 4.69 -> 1.36, 16 13.3 -> 10.0. Passes of 4
+ * 9.7 -> 8.4; 32 rows, two processes sharing the memory: 18.2 -> 16.9,
+ * 64 rows equal); Q8_0 M = 2 4.69 -> 1.36, 16 13.3 -> 10.0. Passes of 4
  * weight rows for every C on that table (32 registers: C = 3 1.82 -> 1.58
  * ns against 2 rows); the plain table (16 registers) keeps 2 rows for
  * C > 2, unmeasured here. docs/ARCHITECTURE.md "Stop 43". */
-#define I8_FEW_ROWS 16
+#define I8_FEW_ROWS 32
 #define I8_FEW_C 4
 #ifdef KIPP_AVX2I8_VNNI
 #define I8_FEW_R(C) 4

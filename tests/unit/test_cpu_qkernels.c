@@ -29,12 +29,12 @@
 /* K_LONG: longer than Qwen3-4B's down projection (K = 9728), past two K
  * spans; the FP32 tiers' decode buffer (384 KiB) holds 11 such rows and
  * the avx512bf16 tier's 23 (BF16), so a decoded block ends in a
- * remainder. MMAX = 19 runs both sides of each tier's switch from the
+ * remainder. MMAX = 35 runs both sides of each tier's switch from the
  * few-rows streaming path to the blocked one (the FP32 tiers: FEW_ROWS,
- * 4 or 8; avx2i8: I8_FEW_ROWS = 16, so 17-19 reach its blocked path and
+ * 4 or 8; avx2i8: I8_FEW_ROWS = 32, so 33-35 reach its blocked path and
  * its 3-row tiles' two remainders) and whole 4- and 6-row activation
  * tiles plus every remainder. */
-enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 19 };
+enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 35 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
@@ -226,7 +226,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         /* Every M, and odd column ranges: bitwise the same outputs -- in
          * the tier's table and in its PF_SEQ twin (another decode prefetch
          * and tile height; kernels_blocked.h few_rows streams 2..8 rows
-         * like decode in both, avx2i8's matmul_q 2..16). */
+         * like decode in both, avx2i8's matmul_q 2..32). */
         int diffs[2] = {0, 0};
         for (int tw = 0; tw < 2; tw++) {
             const kipp_cpu_kernels *tk = tw ? kern->seq_twin : kern;
@@ -252,8 +252,9 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
          * oracle's weight (n, j_r) -- for columns spread over a block, in
          * the first, a middle and the last block, through prefill's path
          * (M = MMAX) and decode's (M = 1). */
-        static const int offs[MMAX] = {0,  1,  2,  3,  5,  7,  8,  11, 13, 15,
-                                       16, 17, 19, 21, 23, 26, 28, 30, 31};
+        static const int offs[MMAX] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                       12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+                                       24, 25, 26, 27, 28, 29, 30, 31, 3,  16, 29};
         const int block0[3] = {0, 32 * (K / 64), K - 32};
         int wrong = 0;
         for (int p = 0; p < 3; p++) {
