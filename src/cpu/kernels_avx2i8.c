@@ -305,7 +305,8 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     }
 }
 _Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
-_Static_assert(I8_FEW_C == 4, "a pass's switch covers 1 .. I8_FEW_C rows; i8_tile holds 4 x 4");
+_Static_assert(I8_FEW_C == 4 && I8_FEW_R(1) <= 4 && I8_FEW_R(4) <= 4,
+               "a pass's switch covers 1 .. I8_FEW_C rows; i8_tile holds 4 x 4");
 
 /* The table's entries (kernels_simd.h), over matmul_q above. */
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
