@@ -53,6 +53,7 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * FEW_ROWS (8) in the few-rows tiles of 2 weight rows (kernels_blocked.h). */
 #define TILE_C 8
 #define FEW_ROWS 8
+#define FEW_PASSES 2 /* quantized 9-16 rows: two few-rows passes (kernels_blocked.h) */
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle

@@ -258,8 +258,8 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
  * activation row against them (block_rows on SRC_DEC rows), so the
  * decode work is per weight row, not per (weight tile, activation tile).
  * Rows longer than the buffer decode inside the tiles instead (calls of
- * up to FEW_ROWS activation rows never get here: few_rows, which decodes
- * in its tiles). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * up to FEW_PASSES * FEW_ROWS activation rows never get here: q_stream,
+ * whose tiles decode). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
  * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
  * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
  * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
@@ -272,6 +272,32 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
 enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
+/* Quantized rows streamed (no decode-once): decode's loop for one
+ * activation row, few_rows for 2 .. FEW_ROWS. */
+static inline __attribute__((always_inline)) void q_stream(int t, int PF, const uint8_t *wb,
+                                                           size_t row_bytes, uint32_t k,
+                                                           const char *xb, size_t x_stride,
+                                                           uint32_t m, uint32_t n0, uint32_t n1,
+                                                           float *const *y) {
+    if (m > 1)
+        few_rows(wb, t, row_bytes, k, xb, x_stride, FEW_R_Q, PF, m, n0, n1, y);
+    else if (PF == PF_SEQ)
+        decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, 1, PF_SEQ, n0, n1, y);
+    else
+        decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, PF_ROWS, n0, n1, y);
+}
+
+/* A tier may stream quantized calls of up to FEW_PASSES * FEW_ROWS rows as
+ * passes of FEW_ROWS (and a remainder) over q_stream, each reading the
+ * weights again, instead of decoding them once per block of rows: the
+ * avx512 tier, where Q4_0 and Q8_0 at 9-16 rows measured +4-11 % (Zen 4,
+ * synthetic-0.6b, interleaved pairs; docs/ARCHITECTURE.md "Stop 43"). The
+ * avx2 tier's 5-8 rows lost 11 % that way and avx512bf16 measured even,
+ * so they keep 1. Bits: tile_span's per-output sequence, as everywhere. */
+#ifndef FEW_PASSES
+#define FEW_PASSES 1
+#endif
+
 static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const void *w, uint32_t k,
                                                            uint32_t n0, uint32_t n1,
                                                            const void *x, size_t x_stride,
@@ -280,15 +306,10 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     const uint8_t *wb = w;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
-    if (m == 1) {
-        if (PF == PF_SEQ)
-            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, 1, PF_SEQ, n0, n1, y);
-        else
-            decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, PF_ROWS, n0, n1, y);
-        return;
-    }
-    if (m <= FEW_ROWS) {
-        few_rows(wb, t, row_bytes, k, xb, x_stride, FEW_R_Q, PF, m, n0, n1, y);
+    if (m <= FEW_PASSES * FEW_ROWS) {
+        for (uint32_t c0 = 0; c0 < m; c0 += FEW_ROWS)
+            q_stream(t, PF, wb, row_bytes, k, xb + (size_t)c0 * x_stride, x_stride,
+                     m - c0 < FEW_ROWS ? m - c0 : FEW_ROWS, n0, n1, y + c0);
         return;
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
