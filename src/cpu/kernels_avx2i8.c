@@ -250,9 +250,10 @@ static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const u
     for (; n < n1; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, c0, y);
 }
 
-/* A few activation rows (2 .. I8_FEW_ROWS: batched decode of some
- * sessions, speculation's verify step, a short prompt) stream the weights
- * as decode does, in passes of up to I8_FEW_C activation rows, instead of
+/* One activation row (decode: a single pass, tiles of I8_MV_ROWS weight
+ * rows) and a few (2 .. I8_FEW_ROWS: batched decode of some sessions,
+ * speculation's verify step, a short prompt) stream the weights the same
+ * way, in passes of up to I8_FEW_C activation rows, instead of
  * in W_BLOCK blocks read on demand (the FP32 tiers' few_rows,
  * kernels_blocked.h). A tile's per-output sequence does not depend on R,
  * C or the pass, so the bits are the blocked path's. Zen 4, the vpdpbusd
@@ -281,11 +282,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     const uint8_t *wb = w, *xb = x;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
-    if (m == 1) {
-        i8_rows(t, PF, wb, row_bytes, nblk, xb, x_stride, I8_MV_ROWS, 1, 0, n0, n1, y);
-        return;
-    }
-    if (m <= I8_FEW_ROWS) { /* passes of up to I8_FEW_C activation rows */
+    if (m <= I8_FEW_ROWS) { /* passes of up to I8_FEW_C activation rows; decode is one */
 #define PASS(C) i8_rows(t, PF, wb, row_bytes, nblk, xb, x_stride, I8_FEW_R(C), C, c0, n0, n1, y)
         for (uint32_t c0 = 0; c0 < m; c0 += I8_FEW_C) switch (m - c0) {
             case 1: PASS(1); break;
@@ -307,6 +304,7 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
 _Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
 _Static_assert(I8_FEW_C == 4 && I8_FEW_R(1) <= 4 && I8_FEW_R(4) <= 4,
                "a pass's switch covers 1 .. I8_FEW_C rows; i8_tile holds 4 x 4");
+_Static_assert(I8_FEW_R(1) == I8_MV_ROWS, "a one-row pass is decode's loop");
 
 /* The table's entries (kernels_simd.h), over matmul_q above. */
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
