@@ -14,6 +14,8 @@
  *   build/kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS
  *       a decode matrix-vector product, K = 1,024, ROWS weight rows
  *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
+ *   (TIER avx2i8-plain: the avx2i8 tier's vpmaddubsw table, which dispatch
+ *   does not hand out on a processor with AVX512_VNNI)
  *   build/kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]
  *       the same weights against M activation rows (K = 1,024 unless
  *       given, a multiple of 32): the matrix-matrix paths (a few rows,
@@ -92,7 +94,11 @@ int main(int argc, char **argv) {
     long a6 = argc == 7 ? atol(argv[6]) : 1024; /* matmul's K */
     int want = !strcmp(mode, "att") ? 6 : !strcmp(mode, "matvec") ? 5 : 0;
     if (!strcmp(mode, "matmul") ? argc < 6 : argc != want) return usage();
-    const kipp_cpu_kernels *kt = kipp_cpu_kernels_by_name(tier);
+    /* avx2i8-plain: that tier's vpmaddubsw table where dispatch would hand
+     * out its vpdpbusd one (the plain table runs on any AVX2 processor) */
+    const kipp_cpu_kernels *kt = !strcmp(tier, "avx2i8-plain")
+                                     ? (kipp_cpu_kernels_by_name("avx2i8") ? &kipp_cpu_kernels_avx2i8 : NULL)
+                                     : kipp_cpu_kernels_by_name(tier);
     if (!kt) {
         fprintf(stderr, "kernel_micro: tier %s: unknown or not on this processor\n", tier);
         return 2;

@@ -11,10 +11,11 @@
  * Why: a Q4_0 block decoded to exact FP32 weights costs avx2 ~19 vector
  * operations per row and block, and decode is bound by that, not by memory
  * (stop 31: 0.74x llama.cpp's Q4_0 decode on AVX2). The integer dot below
- * takes ~10. Prefill pays instead: per weight row, activation row and
- * block it takes ~6 operations (two integer multiplies, a convert, a
- * multiply, an FMA, a subtract or sign) where the FP32 tiles take 4 FMAs
- * on weights decoded once, so it runs ~10-25 % slower than avx2's.
+ * takes ~10. Prefill repacks 8 weight rows at a time so that one integer
+ * dot serves 8 outputs (the transposed layout below): per weight row,
+ * activation row and block ~1.5 vector operations on the vpdpbusd table,
+ * where the FP32 tiles take 4 FMAs (since stop 44; the row-major integer
+ * tiles before it took ~6 and ran 10-25 % slower than avx2's FP32 ones).
  *
  * NUMERICS (each quantized matmul output y[m][n]; tests/unit/
  * test_cpu_qkernels.c holds a scalar reference written apart from this):
@@ -26,11 +27,17 @@
  *    outputs it feeds become NaN, as the oracle's would, not garbage);
  *  - weights: Q8_0 wq = q, Q4_0 wq = nibble - 8, Q4_1 wq = nibble (its
  *    minimum m is added below);
- *  - per block b and lane j (values 4j .. 4j+3): p_j = sum wq_i * xq_i, an
- *    exact integer; acc_j = FMA((float)p_j, d_w * d_x, acc_j) in block order
- *    (d_w * d_x one FP32 multiply); Q4_1 also ms = FMA(m, s_x, ms), one
- *    scalar chain in block order;
- *  - y = hsum8(acc) (avx2's fold), Q4_1: hsum8(acc) + ms.
+ *  - per block b: p = sum wq_i * xq_i over its 32 values, an exact
+ *    integer (at most 32 x 128 x 127 in magnitude: exact in FP32 too);
+ *    acc = FMA((float)p, d_w * d_x, acc) in block order (d_w * d_x one
+ *    FP32 multiply); Q4_1 also ms = FMA(m, s_x, ms), a second chain in
+ *    block order;
+ *  - y = acc, Q4_1: acc + ms.
+ *    (Until stop 44 each block kept 8 lane sums p_j of 4 values, each
+ *    with its own FMA chain, folded at the end like avx2's FP32 lanes: an
+ *    order only the row-major layout makes cheap. The whole-block sum
+ *    lets prefill put 8 outputs in one vector; "the integer-dot quantized
+ *    matmuls" below.)
  * The per-output sequence is fixed by the weight shape alone, so decode,
  * prefill and any column split give the same bits (kernels.h).
  *
@@ -56,8 +63,10 @@ enum {
     I8_Q = 128,      /* int8 xq[32] */
     I8_D = 160,      /* float d_x */
     I8_S = 164,      /* float s_x */
+    I8_C4 = 168,     /* int32 -8 x sum xq (Q4_0's correction) */
+    I8_C8 = 172,     /* int32 -128 x sum xq (Q8_0's on the vpdpbusd table) */
 };
-_Static_assert(I8_S + 4 <= I8_REC && I8_REC % 64 == 0, "a record is whole lines");
+_Static_assert(I8_C8 + 4 <= I8_REC && I8_REC % 64 == 0, "a record is whole lines");
 
 static size_t act_bytes(uint32_t k) { return (size_t)(k + 31) / 32 * I8_REC; }
 
@@ -100,132 +109,165 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
         int sum = 0;
         for (int i = 0; i < 32; i++) sum += (int8_t)rec[I8_Q + i];
         float s = d * (float)sum;
+        int32_t c4 = -8 * sum, c8 = -128 * sum;
         memcpy(rec + I8_D, &d, sizeof d);
         memcpy(rec + I8_S, &s, sizeof s);
-        memset(rec + I8_S + 4, 0, I8_REC - I8_S - 4); /* every byte defined */
+        memcpy(rec + I8_C4, &c4, sizeof c4);
+        memcpy(rec + I8_C8, &c8, sizeof c8);
+        memset(rec + I8_C8 + 4, 0, I8_REC - I8_C8 - 4); /* every byte defined */
     }
 }
 
 #include "cpu/kernels_avx2.c"
 
 /* ---- the integer-dot quantized matmuls ----
- * A weight block as vpmaddubsw's unsigned operand: Q8_0 |q|, with the signs
- * q put onto the activations (vpsignb); Q4_0 and Q4_1 the nibbles
- * themselves, Q4_0's -8 taken off afterwards as 8 x each lane's sum of xq
- * (computed once per activation row and block, shared by the tile's weight
- * rows: cheaper than |nibble - 8| and its signs per weight row). Every pair
- * sum vpmaddubsw forms is at most 2 x 128 x 127 = 32,512 in magnitude: it
- * never saturates. */
-typedef struct i8_wblock {
-    __m256i mag, sgn; /* sgn: Q8_0's q (the others: unused) */
-    __m256 d; /* d_w on all lanes */
-    float m;  /* Q4_1's minimum */
-} i8_wblock;
+ * An output's block sum p = sum wq * xq is an exact integer in whatever
+ * order it is summed, so the kernels form it in two layouts, same bits:
+ *  - row-major (i8_tile: decode, a few activation rows, the blocked
+ *    path's last rows): a weight row's block is one vector of its 32
+ *    values, an integer dot leaves 8 lane sums, and i8_hsum4 folds the
+ *    lane sums of 4 weight rows into their 4 block sums;
+ *  - transposed (i8_ttile: prefill): 8 weight rows are repacked once per
+ *    block of rows (i8_repack) into 8 vectors per block, vector g holding
+ *    values 4g .. 4g+3 of each row in that row's lane, so one integer dot
+ *    against a broadcast activation dword adds to 8 outputs' block sums,
+ *    and the FP32 work (convert, scale, FMA) is per 8 outputs rather than
+ *    per output, as it is in the row-major layout.
+ * The unsigned operand of a dot (i8_wload, the repacked form too): Q4_0
+ * and Q4_1 the nibbles, Q4_0's -8 added back as -8 x sum xq (I8_C4, per
+ * activation block); Q8_0 on the vpdpbusd table q + 128 (q XOR 0x80),
+ * with -128 x sum xq (I8_C8); on the plain table |q|, with q's signs put
+ * onto the activations (vpsignb), because vpmaddubsw's pair sums of q +
+ * 128 could saturate and of |q| never do (at most 2 x 128 x 127). The
+ * nibbles' pair sums (at most 2 x 15 x 127 = 3,810) add 8 at a time in
+ * 16 bits without saturating, so the plain table's transposed Q4 dot
+ * takes one vpmaddwd per block rather than per dword. */
 
-static inline __attribute__((always_inline)) i8_wblock i8_weights(int t, const uint8_t *blk) {
-    i8_wblock wb;
+/* Block blk of a weight row in the stored form above, its scale (and Q4_1's
+ * minimum) as FP32. */
+static inline __attribute__((always_inline)) __m256i i8_wload(int t, const uint8_t *blk,
+                                                              float *d, float *mn) {
     if (t == QT_Q8_0) {
         const kipp_block_q8_0 *b = (const kipp_block_q8_0 *)blk;
-        wb.sgn = _mm256_loadu_si256((const __m256i *)b->qs);
-        wb.mag = _mm256_abs_epi8(wb.sgn);
-        wb.d = half8(b->d);
-        wb.m = 0;
-        return wb;
+        *d = kipp_cpu_f16_table[b->d];
+        *mn = 0.0f;
+        __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+#ifdef KIPP_AVX2I8_VNNI
+        q = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+#endif
+        return q;
     }
     uint16_t dh, mh = 0;
     const uint8_t *qs = q4_block(t, blk, 0, &dh, &mh);
+    *d = kipp_cpu_f16_table[dh];
+    *mn = t == QT_Q4_1 ? kipp_cpu_f16_table[mh] : 0.0f;
     /* values 0..15 low nibbles of bytes 0..15, values 16..31 high ones */
     __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    v = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(15));
-    wb.d = half8(dh);
-    wb.mag = v;
-    wb.sgn = v;
-    wb.m = t == QT_Q4_1 ? kipp_cpu_f16_table[mh] : 0.0f;
-    return wb;
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
+                            _mm256_set1_epi8(15));
 }
 
-/* One R x C tile over all nblk blocks (R, C, PF compile-time constants):
- * weight rows n .. n+R-1, activation rows m .. m+C-1, the sequence the
- * NUMERICS above define per output. */
+/* Whether a block sum needs its activation block's correction, and where
+ * the record keeps it. */
+static inline __attribute__((always_inline)) int i8_corrected(int t) {
+#ifdef KIPP_AVX2I8_VNNI
+    return t != QT_Q4_1;
+#else
+    return t == QT_Q4_0;
+#endif
+}
+static inline __attribute__((always_inline)) int32_t i8_corr(int t, const uint8_t *rec) {
+    int32_t c;
+    memcpy(&c, rec + (t == QT_Q4_0 ? I8_C4 : I8_C8), sizeof c);
+    return c;
+}
+static inline __attribute__((always_inline)) float i8_f32(const uint8_t *rec, int off) {
+    float f;
+    memcpy(&f, rec + off, sizeof f);
+    return f;
+}
+
+/* The 8 lane sums of one row-major block dot: stored-form weights u (plain
+ * Q8_0: u = |q|, sg = q) against 32 activations xq. */
+static inline __attribute__((always_inline)) __m256i i8_dot(int t, __m256i u, __m256i sg,
+                                                            __m256i xq) {
+#ifdef KIPP_AVX2I8_VNNI
+    (void)t, (void)sg;
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xq);
+#else
+    if (t == QT_Q8_0) xq = _mm256_sign_epi8(xq, sg);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Four rows' lane sums to their four block sums (exact integers). */
+static inline __attribute__((always_inline)) __m128i i8_hsum4(__m256i a, __m256i b, __m256i c,
+                                                              __m256i d) {
+    __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+/* One R x C row-major tile over all nblk blocks (R <= 4, C <= 4, PF
+ * compile-time constants): weight rows n .. n+R-1, activation rows m ..
+ * m+C-1, lane r of acc[c] the output (m + c, n + r). */
 static inline __attribute__((always_inline)) void
 i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t *x,
         size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y) {
-    __m256 acc[4][4];
-    float ms[4][4];
+    __m128 acc[4], ms[4];
     #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps(), ms[r][c] = 0.0f;
-#ifndef KIPP_AVX2I8_VNNI
-    const __m256i ones = _mm256_set1_epi16(1);
-#endif
+    for (int c = 0; c < C; c++) acc[c] = _mm_setzero_ps(), ms[c] = _mm_setzero_ps();
     qtile_ptrs qt = qtile_at(w, row_bytes, n, 1, 0, t, R, PF);
     seq_pf sp = seq_pf_at(w, t, row_bytes, nblk * 32, n, 0, R, PF);
     for (uint32_t b = 0; b < nblk; b++) {
         qtile_prefetch(&qt, t, R, PF);
         seq_pf_step(&sp, t, R, PF);
+        __m256i u[4], sg[4];
+        float dw[4] = {0}, mw[4] = {0};
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            u[r] = sg[r] = _mm256_setzero_si256();
+            if (r < R) u[r] = sg[r] = i8_wload(t, qtile_block(&qt, r), &dw[r], &mw[r]);
+#ifndef KIPP_AVX2I8_VNNI
+            if (t == QT_Q8_0) u[r] = _mm256_abs_epi8(sg[r]);
+#endif
+        }
+        const __m128 dwv = _mm_setr_ps(dw[0], dw[1], dw[2], dw[3]);
+        const __m128 mwv = _mm_setr_ps(mw[0], mw[1], mw[2], mw[3]);
         const uint8_t *xb = x + (size_t)b * I8_REC;
-        /* Q4_0: the nibbles' dot minus 8 x each lane's sum of xq, once per
-         * activation row for all R weight rows (exact integers; VNNI
-         * starts each dot from the negated correction). */
-        __m256i corr[4];
         #pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            if (t == QT_Q4_0) {
-                __m256i xq = _mm256_loadu_si256((const __m256i *)(xb + (size_t)(m + c) * x_stride + I8_Q));
-#ifdef KIPP_AVX2I8_VNNI
-                corr[c] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), xq));
-#else
-                corr[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xq), ones);
-#endif
-            }
-        #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            i8_wblock wb = i8_weights(t, qtile_block(&qt, r));
+        for (int c = 0; c < C; c++) {
+            const uint8_t *rec = xb + (size_t)(m + c) * x_stride;
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q)), p[4];
             #pragma GCC unroll 4
-            for (int c = 0; c < C; c++) {
-                const uint8_t *rec = xb + (size_t)(m + c) * x_stride;
-                __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q));
-                if (t == QT_Q8_0) xq = _mm256_sign_epi8(xq, wb.sgn);
-#ifdef KIPP_AVX2I8_VNNI /* the same sums: no pair sum saturates */
-                __m256i p = _mm256_dpbusd_epi32(t == QT_Q4_0 ? corr[c] : _mm256_setzero_si256(),
-                                                wb.mag, xq);
-#else
-                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wb.mag, xq), ones);
-                if (t == QT_Q4_0) p = _mm256_sub_epi32(p, corr[c]);
-#endif
-                __m256 dd = _mm256_mul_ps(wb.d, _mm256_broadcast_ss((const float *)(rec + I8_D)));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), dd, acc[r][c]);
-                if (t == QT_Q4_1) {
-                    float sx;
-                    memcpy(&sx, rec + I8_S, sizeof sx);
-                    ms[r][c] = fmaf(wb.m, sx, ms[r][c]);
-                }
-            }
+            for (int r = 0; r < 4; r++)
+                p[r] = r < R ? i8_dot(t, u[r], sg[r], xq) : _mm256_setzero_si256();
+            __m128i s = i8_hsum4(p[0], p[1], p[2], p[3]);
+            if (i8_corrected(t)) s = _mm_add_epi32(s, _mm_set1_epi32(i8_corr(t, rec)));
+            __m128 dd = _mm_mul_ps(dwv, _mm_set1_ps(i8_f32(rec, I8_D)));
+            acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(s), dd, acc[c]);
+            if (t == QT_Q4_1) ms[c] = _mm_fmadd_ps(mwv, _mm_set1_ps(i8_f32(rec, I8_S)), ms[c]);
         }
         qtile_step(&qt, t);
     }
     #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            float s = hsum8(acc[r][c]);
-            y[m + c][n + r] = t == QT_Q4_1 ? s + ms[r][c] : s;
+    for (int c = 0; c < C; c++) {
+        __m128 v = t == QT_Q4_1 ? _mm_add_ps(acc[c], ms[c]) : acc[c];
+        if (R == 4) {
+            _mm_storeu_ps(&y[m + c][n], v);
+        } else {
+            float o[4];
+            _mm_storeu_ps(o, v);
+            for (int r = 0; r < R; r++) y[m + c][n + r] = o[r];
         }
+    }
 }
 
-/* Weight rows per tile: decode 4 (the avx2 tier's MV_ROWS_Q; 2 measured
- * ~5-40 % slower in cache), prefill 4 weight x 3 activation rows (12
- * accumulators). Measured on Zen 4 (single thread, M = 64, K = 1,024, best
- * of six, Q4_0 / Q8_0 GFLOPS): 4 x 3 85 / 78, 4 x 4 82 / 81, 3 x 4 81 / 82,
- * 2 x 4 80 / 76, 4 x 2 71 / 80; the avx2 tier's FP32 tiles 86 / 96 in the
- * same run. Decode in cache, TSC ticks per row and block: Q4_0 ~2.35
- * (avx2: ~6.3 in the same phase), Q8_0 ~2.35 (avx2 ~4.3). */
+/* Weight rows per row-major tile: decode 4 (the avx2 tier's MV_ROWS_Q),
+ * the blocked path's last rows 4 weight x 3 activation rows. */
 enum { I8_MV_ROWS = 4, I8_MR = 4, I8_MC = 3 };
 
-/* Prefill: weight rows [nb, ne) (at most W_BLOCK, hot in L2) against
- * activation rows [0, m) in I8_MR x C tiles. */
+/* Weight rows [nb, ne) against activation rows [0, m) in row-major I8_MR x
+ * C tiles (the blocked path's rows past its last whole group of 8). */
 static inline __attribute__((always_inline)) void i8_block(int t, const uint8_t *w,
                                                            size_t row_bytes, uint32_t nblk,
                                                            const uint8_t *x, size_t x_stride,
@@ -250,22 +292,258 @@ static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const u
     for (; n < n1; n++) i8_tile(t, w, row_bytes, nblk, x, x_stride, 1, C, PF_NONE, n, c0, y);
 }
 
+/* ---- the transposed layout (prefill) ----
+ * A repacked block of 8 weight rows: 8 vectors of the stored form (vector
+ * g: values 4g .. 4g+3 of row l in dword l), the 8 scales and Q4_1's 8
+ * minima as FP32. A group of 8 rows keeps its nblk blocks contiguous. */
+enum { I8_T_D = 256, I8_T_M = 288, I8_T_BYTES = 320 };
+
+/* v[l] dword g -> v[g] dword l (an 8 x 8 transpose of dwords). */
+static inline __attribute__((always_inline)) void i8_transpose8(__m256i v[8]) {
+    __m256i t[8], s[8];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) { /* rows i .. i+3: dwords 0|4, 1|5, 2|6, 3|7 */
+        s[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        s[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        s[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        s[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    #pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        v[g] = _mm256_permute2x128_si256(s[g], s[g + 4], 0x20);
+        v[g + 4] = _mm256_permute2x128_si256(s[g], s[g + 4], 0x31);
+    }
+}
+
+/* Weight rows n .. n + 8 * groups - 1 into dst, group by group. Each
+ * block of a group reads 8 rows' blocks a row apart, a pattern the
+ * hardware prefetchers do not follow far enough: the rows I8_PF_GROUPS
+ * groups on (up to the call's last row, n_end) are prefetched as the one
+ * contiguous region they are, a block's share per block. */
+#define I8_PF_GROUPS 2
+static void i8_repack(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, uint32_t n,
+                      uint32_t groups, uint32_t n_end, uint8_t *dst) {
+    const size_t bb = qblock_bytes(t);
+    const char *pf_end = (const char *)w + (size_t)n_end * row_bytes;
+    for (uint32_t gr = 0; gr < groups; gr++) {
+        const uint8_t *row0 = w + (size_t)(n + 8 * gr) * row_bytes;
+        const char *pf = (const char *)row0 + (size_t)I8_PF_GROUPS * 8 * row_bytes;
+        for (uint32_t b = 0; b < nblk; b++, dst += I8_T_BYTES) {
+            for (size_t l = 0; l < 8 * bb && pf < pf_end; l += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+            __m256i v[8];
+            float d[8], mn[8];
+            #pragma GCC unroll 8
+            for (int l = 0; l < 8; l++)
+                v[l] = i8_wload(t, row0 + (size_t)l * row_bytes + (size_t)b * bb, &d[l], &mn[l]);
+            i8_transpose8(v);
+            #pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)dst + g, v[g]);
+            memcpy(dst + I8_T_D, d, sizeof d);
+            memcpy(dst + I8_T_M, mn, sizeof mn);
+        }
+    }
+}
+
+/* Transposed tiles: I8_TG groups of 8 weight rows x I8_TC activation rows.
+ * Measured on Zen 4 (kernel_micro matmul, one thread, 512 rows, M = 64, K
+ * = 1,024, GFLOPS Q4_0 / Q8_0 / Q4_1): the vpdpbusd table 2 x 4 316 / 319
+ * / 287 (1 x 4 251 / 256 / 250, 2 x 3 300 / 305 / 276, 1 x 6 271 / 273 /
+ * 259, 2 x 2 225 / 226 / 214, 3 x 3 279 / 283 / 253, 2 x 6 within 2 %);
+ * the plain table (16 registers; kernel_micro's avx2i8-plain) 3 x 3 200 /
+ * 117 / 183 (2 x 3 126 / 111 / 114, 1 x 3 108 / 96 / 100, 3 x 2 185 / 114
+ * / 170, 4 x 2 53 / 68 / 53). The row-major tiles before stop 44: 96 / 92
+ * (vpdpbusd), 85 / 80 (plain). The plain table is the one AVX2-only
+ * processors get, and it is unmeasured on one. -DI8_TG=.. -DI8_TC=..
+ * (both) override, for such measurements. */
+#ifndef I8_TG
+#ifdef KIPP_AVX2I8_VNNI
+#define I8_TG 2
+#define I8_TC 4
+#else
+#define I8_TG 3
+#define I8_TC 3
+#endif
+#endif
+
+/* G (<= I8_TG) repacked groups from s (gstride bytes apart) against
+ * activation rows m .. m+C-1; lane l of acc[gi][c] is the output (m + c,
+ * n + 8 gi + l). */
+static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t *s,
+                                                           size_t gstride, uint32_t nblk,
+                                                           const uint8_t *x, size_t x_stride,
+                                                           int G, int C, uint32_t n, uint32_t m,
+                                                           float *const *y) {
+    __m256 acc[I8_TG][I8_TC], ms[I8_TG][I8_TC];
+    #pragma GCC unroll 2
+    for (int gi = 0; gi < G; gi++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[gi][c] = ms[gi][c] = _mm256_setzero_ps();
+#ifndef KIPP_AVX2I8_VNNI
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    for (uint32_t b = 0; b < nblk; b++) {
+        const uint8_t *xb = x + (size_t)b * I8_REC + (size_t)m * x_stride;
+        const uint8_t *sb = s + (size_t)b * I8_T_BYTES;
+        __m256i ia[I8_TG][I8_TC];
+#ifndef KIPP_AVX2I8_VNNI
+        __m256i iw[I8_TG][I8_TC]; /* Q4: the pair sums, in 16 bits */
+#endif
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            __m256i c0 = i8_corrected(t) ? _mm256_set1_epi32(i8_corr(t, xb + (size_t)c * x_stride))
+                                         : _mm256_setzero_si256();
+            #pragma GCC unroll 2
+            for (int gi = 0; gi < G; gi++) {
+                ia[gi][c] = c0;
+#ifndef KIPP_AVX2I8_VNNI
+                iw[gi][c] = _mm256_setzero_si256();
+#endif
+            }
+        }
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m256i wv[I8_TG];
+#ifndef KIPP_AVX2I8_VNNI
+            __m256i wa[I8_TG];
+#endif
+            #pragma GCC unroll 2
+            for (int gi = 0; gi < G; gi++) {
+                wv[gi] = _mm256_load_si256((const __m256i *)(sb + (size_t)gi * gstride) + g);
+#ifndef KIPP_AVX2I8_VNNI
+                if (t == QT_Q8_0) wa[gi] = _mm256_abs_epi8(wv[gi]);
+#endif
+            }
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                int32_t xd;
+                memcpy(&xd, xb + (size_t)c * x_stride + I8_Q + 4 * g, sizeof xd);
+                const __m256i xg = _mm256_set1_epi32(xd);
+                #pragma GCC unroll 2
+                for (int gi = 0; gi < G; gi++) {
+#ifdef KIPP_AVX2I8_VNNI
+                    ia[gi][c] = _mm256_dpbusd_epi32(ia[gi][c], wv[gi], xg);
+#else
+                    if (t == QT_Q8_0)
+                        ia[gi][c] = _mm256_add_epi32(
+                            ia[gi][c], _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                                             wa[gi], _mm256_sign_epi8(xg, wv[gi])),
+                                                         ones));
+                    else
+                        iw[gi][c] = _mm256_add_epi16(iw[gi][c], _mm256_maddubs_epi16(wv[gi], xg));
+#endif
+                }
+            }
+        }
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < G; gi++) {
+            const uint8_t *sg = sb + (size_t)gi * gstride;
+            const __m256 dw = _mm256_load_ps((const float *)(sg + I8_T_D));
+            #pragma GCC unroll 8
+            for (int c = 0; c < C; c++) {
+                const uint8_t *rec = xb + (size_t)c * x_stride;
+#ifndef KIPP_AVX2I8_VNNI
+                if (t != QT_Q8_0)
+                    ia[gi][c] = _mm256_add_epi32(ia[gi][c], _mm256_madd_epi16(iw[gi][c], ones));
+#endif
+                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(i8_f32(rec, I8_D)));
+                acc[gi][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[gi][c]), dd, acc[gi][c]);
+                if (t == QT_Q4_1)
+                    ms[gi][c] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(sg + I8_T_M)),
+                                                _mm256_set1_ps(i8_f32(rec, I8_S)), ms[gi][c]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int gi = 0; gi < G; gi++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            _mm256_storeu_ps(&y[m + c][n + 8 * gi],
+                             t == QT_Q4_1 ? _mm256_add_ps(acc[gi][c], ms[gi][c]) : acc[gi][c]);
+}
+
+/* Prefill: up to W_BLOCK weight rows at a time repacked into I8_SCRATCH
+ * bytes of stack (hot in L2), every activation row run against them in
+ * transposed tiles; rows past the last whole group of 8 (a thread's range
+ * need not be a multiple), and rows too long for one group to fit,
+ * in row-major tiles. */
+enum { I8_SCRATCH = 256 * 1024 };
+_Static_assert(W_BLOCK % 8 == 0, "the blocked path repacks whole groups of 8 rows");
+
+static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t row_bytes,
+                                                 uint32_t nblk, const uint8_t *x, size_t x_stride,
+                                                 uint32_t m, uint32_t n0, uint32_t n1,
+                                                 float *const *y) {
+    _Alignas(64) uint8_t s[I8_SCRATCH];
+    const size_t gstride = (size_t)nblk * I8_T_BYTES;
+    uint32_t cap = (uint32_t)(I8_SCRATCH / gstride), n = n0;
+    if (cap > W_BLOCK / 8) cap = W_BLOCK / 8;
+    while (cap > 0 && n + 8 <= n1) {
+        uint32_t groups = (n1 - n) / 8 < cap ? (n1 - n) / 8 : cap;
+        i8_repack(t, w, row_bytes, nblk, n, groups, n1, s);
+        for (uint32_t r = 0; r < m; r += I8_TC) {
+#define TT(C)                                                                                 \
+    do {                                                                                      \
+        uint32_t gi = 0;                                                                      \
+        for (; gi + I8_TG <= groups; gi += I8_TG)                                             \
+            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, I8_TG, C, n + 8 * gi, r, \
+                     y);                                                                      \
+        for (; gi < groups; gi++)                                                             \
+            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, 1, C, n + 8 * gi, r, y); \
+    } while (0)
+            switch (m - r) {
+            case 1: TT(1); break;
+#if I8_TC > 2
+            case 2: TT(2); break;
+#endif
+#if I8_TC > 3
+            case 3: TT(3); break;
+#endif
+#if I8_TC > 4
+            case 4: TT(4); break;
+#endif
+#if I8_TC > 5
+            case 5: TT(5); break;
+#endif
+            default: TT(I8_TC); break;
+            }
+#undef TT
+        }
+        n += 8 * groups;
+    }
+    if (n < n1) {
+        uint32_t r = 0;
+        for (; r + I8_MC <= m; r += I8_MC)
+            i8_block(t, w, row_bytes, nblk, x, x_stride, n, n1, r, I8_MC, y);
+        if (m - r == 2) i8_block(t, w, row_bytes, nblk, x, x_stride, n, n1, r, 2, y);
+        else if (m - r == 1) i8_block(t, w, row_bytes, nblk, x, x_stride, n, n1, r, 1, y);
+    }
+}
+_Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
+
 /* One activation row (decode: a single pass, tiles of I8_MV_ROWS weight
  * rows) and a few (2 .. I8_FEW_ROWS: batched decode of some sessions,
- * speculation's verify step, a short prompt) stream the weights the same
- * way, in passes of up to I8_FEW_C activation rows, instead of
- * in W_BLOCK blocks read on demand (the FP32 tiers' few_rows,
- * kernels_blocked.h). A tile's per-output sequence does not depend on R,
- * C or the pass, so the bits are the blocked path's. Zen 4, the vpdpbusd
- * table, kernel_micro out of cache (131,072 rows, K = 1,024), ns per row
- * and block, blocked -> passes: Q4_0 M = 2 3.89 -> 1.14, 4 4.39 -> 2.07,
- * 8 6.98 -> 4.09, 16 10.1 -> 8.4 (K = 4,096 over 66 MB, past the L3:
- * 9.7 -> 8.4; 32 rows, two processes sharing the memory: 18.2 -> 16.9,
- * 64 rows equal); Q8_0 M = 2 4.69 -> 1.36, 16 13.3 -> 10.0. Passes of 4
- * weight rows for every C on that table (32 registers: C = 3 1.82 -> 1.58
- * ns against 2 rows); the plain table (16 registers) keeps 2 rows for
- * C > 2, unmeasured here. docs/ARCHITECTURE.md "Stop 43". */
-#define I8_FEW_ROWS 32
+ * speculation's verify step, a short prompt) stream the weights in
+ * row-major tiles, in passes of up to I8_FEW_C activation rows; more go
+ * to the blocked path's repacked tiles. A tile's per-output sequence does
+ * not depend on the layout, R, C or the pass, so the bits are the same.
+ * Zen 4, kernel_micro out of cache (131,072 rows, K = 1,024), ns per row
+ * and block, passes -> blocked (stop 44): the vpdpbusd table Q4_0 M = 2
+ * 1.48 -> 2.02, 3 1.98 -> 2.30, 4 2.51 -> 2.32, 5 3.95 -> 2.76, 8 5.02
+ * -> 3.11, 16 10.1 -> 4.76; Q8_0 M = 4 2.83 -> 3.84, 5 5.94 -> 4.13;
+ * Q4_1 M = 4 2.88 -> 2.78, 5 4.77 -> 3.11; the plain table Q4_0 M = 4
+ * 3.65 -> 2.77, 5 3.10 -> 3.09, Q8_0 M = 3 2.94 -> 4.37, 4 3.74 -> 5.06,
+ * 5 5.57 -> 5.63. So one pass, up to 4 rows (stop 43 streamed up to 32,
+ * against the row-major blocked tiles of then). Passes of 4 weight rows for every C
+ * on the vpdpbusd table (32 registers); the plain table (16 registers)
+ * keeps 2 rows for C > 2. docs/ARCHITECTURE.md "Stop 43", "Stop 44". */
+#ifndef I8_FEW_ROWS
+#define I8_FEW_ROWS 4
+#endif
 #define I8_FEW_C 4
 #ifdef KIPP_AVX2I8_VNNI
 #define I8_FEW_R(C) 4
@@ -293,15 +571,8 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
 #undef PASS
         return;
     }
-    for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
-        uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1, r = 0;
-        for (; r + I8_MC <= m; r += I8_MC)
-            i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, I8_MC, y);
-        if (m - r == 2) i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 2, y);
-        else if (m - r == 1) i8_block(t, wb, row_bytes, nblk, xb, x_stride, nb, ne, r, 1, y);
-    }
+    i8_blocked(t, wb, row_bytes, nblk, xb, x_stride, m, n0, n1, y);
 }
-_Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
 _Static_assert(I8_FEW_C == 4 && I8_FEW_R(1) <= 4 && I8_FEW_R(4) <= 4,
                "a pass's switch covers 1 .. I8_FEW_C rows; i8_tile holds 4 x 4");
 _Static_assert(I8_FEW_R(1) == I8_MV_ROWS, "a one-row pass is decode's loop");

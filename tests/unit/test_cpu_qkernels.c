@@ -31,10 +31,17 @@
  * the avx512bf16 tier's 23 (BF16), so a decoded block ends in a
  * remainder. MMAX = 35 runs both sides of each tier's switch from the
  * few-rows streaming path to the blocked one (the FP32 tiers: FEW_ROWS,
- * 4 or 8; avx2i8: I8_FEW_ROWS = 32, so 33-35 reach its blocked path and
- * its 3-row tiles' two remainders) and whole 4- and 6-row activation
- * tiles plus every remainder. */
+ * 4 or 8; avx2i8: I8_FEW_ROWS = 4; until stop 44 32, so 33-35 reached its
+ * blocked path) and whole 4- and 6-row activation tiles plus every
+ * remainder. N = 45 weight rows: avx2i8's blocked path repacks 5 groups
+ * of 8 (K_LONG: 3 per round, the most 256 KiB holds, then 2) and takes the
+ * last 5 rows in row-major tiles; the column ranges [3, 19) and [19, 45)
+ * give 2 groups and 3 groups + 2 rows. */
 enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 35 };
+/* avx2i8's prefill repacks groups of 8 weight rows into 256 KiB of stack
+ * (320 bytes per block of a group): rows of more than 819 blocks fit no
+ * group and take its row-major tiles instead (check_i8_huge_k). */
+enum { K_HUGE = 832 * 32 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
@@ -73,13 +80,13 @@ static void q41d(const void *b, size_t n, float *o) { kipp_dequantize_q4_1(b, n,
  * definition in kernels_avx2i8.c's header comment, not from its code: each
  * 32-value block of activations as int8 xq = RNE(x * 127 / amax) with d_x
  * = amax / 127 and s_x = d_x * sum xq (amax below 2^-120: zeros, d_x = 0;
- * a non-finite value: zeros, d_x = NaN); per weight block, lane j (values 4j
- * .. 4j+3) sums wq * xq exactly and accumulates FMA(p_j, d_w * d_x);
- * Q4_1 adds FMA(m, s_x) in a separate chain; avx2's fold of the 8 lanes.
+ * a non-finite value: zeros, d_x = NaN); per weight block, the exact
+ * integer sum p of its 32 products wq * xq, accumulated as FMA(p, d_w *
+ * d_x, acc) in block order; Q4_1 adds FMA(m, s_x) in a separate chain.
  * The tier must match this bit for bit. */
 typedef struct i8_row {
-    int8_t q[K_LONG];
-    float d[K_LONG / 32], s[K_LONG / 32];
+    int8_t q[K_HUGE];
+    float d[K_HUGE / 32], s[K_HUGE / 32];
 } i8_row;
 
 static void i8_quantize(const float *x, int K, i8_row *a) {
@@ -107,7 +114,7 @@ static void i8_quantize(const float *x, int K, i8_row *a) {
 
 /* Output for weight row wrow (t: 0 Q8_0, 1 Q4_0, 2 Q4_1) and activations a. */
 static float i8_dot(int t, const uint8_t *wrow, int K, const i8_row *a) {
-    float acc[8] = {0}, ms = 0.0f;
+    float acc = 0.0f, ms = 0.0f;
     for (int b = 0; b < K / 32; b++) {
         int wq[32];
         float dw, m = 0.0f;
@@ -132,16 +139,12 @@ static float i8_dot(int t, const uint8_t *wrow, int K, const i8_row *a) {
                 wq[i + 16] = (qs[i] >> 4) - (t == 1 ? 8 : 0);
             }
         }
-        float dd = dw * a->d[b];
-        for (int j = 0; j < 8; j++) {
-            int p = 0;
-            for (int i = 4 * j; i < 4 * j + 4; i++) p += wq[i] * a->q[32 * b + i];
-            acc[j] = fmaf((float)p, dd, acc[j]);
-        }
+        int p = 0;
+        for (int i = 0; i < 32; i++) p += wq[i] * a->q[32 * b + i];
+        acc = fmaf((float)p, dw * a->d[b], acc);
         if (t == 2) ms = fmaf(m, a->s[b], ms);
     }
-    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    return t == 2 ? s + ms : s;
+    return t == 2 ? acc + ms : acc;
 }
 
 static kipp_cpu_matmul_q_fn pick(const kipp_cpu_kernels *k, int t) {
@@ -292,6 +295,49 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     free(hot);
 }
 
+/* avx2i8 at K_HUGE (past what its prefill can repack: row-major tiles for
+ * every row): 9 weight rows, 6 activation rows (blocked) and 1 (decode),
+ * each output bitwise its int8 reference. */
+static void check_i8_huge_k(const kipp_cpu_kernels *kern) {
+    enum { NH = 9, MH = 6 };
+    const int K = K_HUGE;
+    size_t stride = kern->act_bytes(K);
+    float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * NH);
+    uint8_t *act = aligned_alloc(64, stride * MH);
+    static i8_row xh[MH];
+    float yh[MH][9], *py[MH];
+    for (int r = 0; r < MH; r++) {
+        for (int i = 0; i < K; i++) x[i] = uni() * (1.0f + (float)r);
+        kern->pack_act(x, K, act + r * stride);
+        i8_quantize(x, K, &xh[r]);
+        py[r] = yh[r];
+    }
+    for (int i = 0; i < K * NH; i++) wf[i] = uni() + (i % 3 == 0 ? 0.5f : 0.0f);
+    const size_t blocks[3] = {sizeof(kipp_block_q8_0), sizeof(kipp_block_q4_0),
+                              sizeof(kipp_block_q4_1)};
+    void (*const quant[3])(const float *, size_t, void *) = {q8q, q40q, q41q};
+    for (int t = 0; t < 3; t++) {
+        size_t row_bytes = blocks[t] * (K / 32);
+        uint8_t *wq = malloc(row_bytes * NH);
+        quant[t](wf, (size_t)K * NH, wq);
+        int off = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            pick(kern, t)(wq, K, 0, NH, act, stride, pass ? 1 : MH, py);
+            for (int r = 0; r < (pass ? 1 : MH); r++)
+                for (int n = 0; n < NH; n++) {
+                    float want = i8_dot(t, wq + n * row_bytes, K, &xh[r]);
+                    off += memcmp(&want, &yh[r][n], 4) != 0;
+                }
+        }
+        CHECKF(off == 0, "%s t=%d K=%d: %d outputs differ from the int8 reference's bits",
+               kern->name, t, K, off);
+        free(wq);
+    }
+    free(x);
+    free(wf);
+    free(act);
+}
+
 /* Attention over a Q8_0 cache, per tier: 2 query heads on KV head 5 of 8,
  * 70 positions in 3 blocks placed by a scrambled table.
  *  (a) against a double-precision softmax over the decoded K/V;
@@ -425,6 +471,7 @@ int main(void) {
         if (!kern) continue;
         check_matmul(kern, K_SHORT);
         check_matmul(kern, K_LONG);
+        if (kern->act_i8) check_i8_huge_k(kern);
         check_attention(kern, 0);
         check_attention(kern, 1);
 #if defined(__x86_64__)
@@ -445,6 +492,7 @@ int main(void) {
                         other == &kipp_cpu_kernels_avx2i8 ? "plain" : "vpdpbusd");
                 check_matmul(other, K_SHORT);
                 check_matmul(other, K_LONG);
+                check_i8_huge_k(other);
             } else {
                 test_skip_part(TEST_SKIP_MACHINE, "avx2i8 vpdpbusd table", "cpu lacks avx512_vnni");
             }
