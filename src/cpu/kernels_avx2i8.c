@@ -143,28 +143,30 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * 16 bits without saturating, so the plain table's transposed Q4 dot
  * takes one vpmaddwd per block rather than per dword. */
 
-/* Block blk of a weight row in the stored form above, its scale (and Q4_1's
- * minimum) as FP32. */
-static inline __attribute__((always_inline)) __m256i i8_wload(int t, const uint8_t *blk,
-                                                              float *d, float *mn) {
+/* Block blk of a weight row in the stored form above. */
+static inline __attribute__((always_inline)) __m256i i8_wload(int t, const uint8_t *blk) {
     if (t == QT_Q8_0) {
-        const kipp_block_q8_0 *b = (const kipp_block_q8_0 *)blk;
-        *d = kipp_cpu_f16_table[b->d];
-        *mn = 0.0f;
-        __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+        __m256i q = _mm256_loadu_si256((const __m256i *)((const kipp_block_q8_0 *)blk)->qs);
 #ifdef KIPP_AVX2I8_VNNI
         q = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
 #endif
         return q;
     }
-    uint16_t dh, mh = 0;
+    uint16_t dh, mh;
     const uint8_t *qs = q4_block(t, blk, 0, &dh, &mh);
-    *d = kipp_cpu_f16_table[dh];
-    *mn = t == QT_Q4_1 ? kipp_cpu_f16_table[mh] : 0.0f;
     /* values 0..15 low nibbles of bytes 0..15, values 16..31 high ones */
     __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
     return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4)),
                             _mm256_set1_epi8(15));
+}
+
+/* A block's FP16 scale (offset 0 in all three formats) and Q4_1's minimum
+ * (offset 2), as bits: the tiles convert 4 or 8 at once with vcvtph2ps,
+ * exact as the conversion table is. */
+static inline __attribute__((always_inline)) uint64_t i8_half_bits(const uint8_t *blk, int off) {
+    uint16_t h;
+    memcpy(&h, blk + off, sizeof h);
+    return h;
 }
 
 /* Whether a block sum needs its activation block's correction, and where
@@ -200,10 +202,20 @@ static inline __attribute__((always_inline)) __m256i i8_dot(int t, __m256i u, __
 #endif
 }
 
-/* Four rows' lane sums to their four block sums (exact integers). */
+/* Four rows' lane sums to their four block sums (exact integers): unpacks
+ * and adds, which measured faster than three vphaddd (Zen 4, kernel_micro
+ * matvec in L2, ns per row and block, Q8_0 / Q4_0 / Q4_1: 0.64 / 0.72 /
+ * 0.87 against 0.83 / 0.83 / 1.10; the scales as bits through one
+ * vcvtph2ps instead of table lookups and vinsertps took 0.90 / 0.97 /
+ * 1.12 to those 0.83 / 0.83 / 1.10). The lane-sum tiles of stop 43 read
+ * 0.79 / 0.66 / 0.83 there: decode's Q4 tiles pay ~5-9 % in L2 for the
+ * whole-block sums (in the engine, out of cache, within the noise for Q4
+ * and ~2 % for Q8_0; docs/ARCHITECTURE.md "Stop 44"). */
 static inline __attribute__((always_inline)) __m128i i8_hsum4(__m256i a, __m256i b, __m256i c,
                                                               __m256i d) {
-    __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+    __m256i s = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
     return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
@@ -222,17 +234,22 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
         qtile_prefetch(&qt, t, R, PF);
         seq_pf_step(&sp, t, R, PF);
         __m256i u[4], sg[4];
-        float dw[4] = {0}, mw[4] = {0};
+        uint64_t dbits = 0, mbits = 0;
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             u[r] = sg[r] = _mm256_setzero_si256();
-            if (r < R) u[r] = sg[r] = i8_wload(t, qtile_block(&qt, r), &dw[r], &mw[r]);
+            if (r < R) {
+                const uint8_t *blk = qtile_block(&qt, r);
+                u[r] = sg[r] = i8_wload(t, blk);
+                dbits |= i8_half_bits(blk, 0) << (16 * r);
+                if (t == QT_Q4_1) mbits |= i8_half_bits(blk, 2) << (16 * r);
+            }
 #ifndef KIPP_AVX2I8_VNNI
             if (t == QT_Q8_0) u[r] = _mm256_abs_epi8(sg[r]);
 #endif
         }
-        const __m128 dwv = _mm_setr_ps(dw[0], dw[1], dw[2], dw[3]);
-        const __m128 mwv = _mm_setr_ps(mw[0], mw[1], mw[2], mw[3]);
+        const __m128 dwv = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)dbits));
+        const __m128 mwv = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)mbits));
         const uint8_t *xb = x + (size_t)b * I8_REC;
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
@@ -336,15 +353,19 @@ static void i8_repack(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, 
         for (uint32_t b = 0; b < nblk; b++, dst += I8_T_BYTES) {
             for (size_t l = 0; l < 8 * bb && pf < pf_end; l += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
             __m256i v[8];
-            float d[8], mn[8];
+            uint16_t d[8], mn[8] = {0};
             #pragma GCC unroll 8
-            for (int l = 0; l < 8; l++)
-                v[l] = i8_wload(t, row0 + (size_t)l * row_bytes + (size_t)b * bb, &d[l], &mn[l]);
+            for (int l = 0; l < 8; l++) {
+                const uint8_t *blk = row0 + (size_t)l * row_bytes + (size_t)b * bb;
+                v[l] = i8_wload(t, blk);
+                d[l] = (uint16_t)i8_half_bits(blk, 0);
+                if (t == QT_Q4_1) mn[l] = (uint16_t)i8_half_bits(blk, 2);
+            }
             i8_transpose8(v);
             #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)dst + g, v[g]);
-            memcpy(dst + I8_T_D, d, sizeof d);
-            memcpy(dst + I8_T_M, mn, sizeof mn);
+            _mm256_store_ps((float *)(dst + I8_T_D), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d)));
+            _mm256_store_ps((float *)(dst + I8_T_M), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mn)));
         }
     }
 }
