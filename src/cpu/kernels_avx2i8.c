@@ -205,9 +205,9 @@ static inline __attribute__((always_inline)) __m256i i8_dot(int t, __m256i u, __
 /* Four rows' lane sums to their four block sums (exact integers): unpacks
  * and adds, which measured faster than three vphaddd (Zen 4, kernel_micro
  * matvec in L2, ns per row and block, Q8_0 / Q4_0 / Q4_1: 0.64 / 0.72 /
- * 0.87 against 0.83 / 0.83 / 1.10; the scales as bits through one
- * vcvtph2ps instead of table lookups and vinsertps took 0.90 / 0.97 /
- * 1.12 to those 0.83 / 0.83 / 1.10). The lane-sum tiles of stop 43 read
+ * 0.87 against 0.83 / 0.83 / 1.10; with vphaddd, the 4 rows' scales from
+ * the conversion table put together by vinsertps read 0.90 / 0.97 / 1.12,
+ * hence one vcvtph2ps of their FP16 bits). The lane-sum tiles of stop 43 read
  * 0.79 / 0.66 / 0.83 there: decode's Q4 tiles pay ~5-9 % in L2 for the
  * whole-block sums (in the engine, out of cache, within the noise for Q4
  * and ~2 % for Q8_0; docs/ARCHITECTURE.md "Stop 44"). */
