@@ -219,12 +219,53 @@ static inline __attribute__((always_inline)) __m128i i8_hsum4(__m256i a, __m256i
     return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
+/* Q4 rows two to a vector (decode's tiles): rows a and b's 16 bytes of
+ * nibbles side by side, so that one mask gives both rows' values 0 .. 15
+ * (lo) and one shift and mask their values 16 .. 31 (hi). Against the
+ * activations' two 16-value halves, each broadcast to both 128-bit lanes,
+ * two integer dots leave row a's lane sums in the low lane and row b's in
+ * the high one: the same exact block sums as i8_dot's, with half the lanes
+ * to fold. */
+static inline __attribute__((always_inline)) void i8_wload2(int t, const uint8_t *blk_a,
+                                                           const uint8_t *blk_b, __m256i *lo,
+                                                           __m256i *hi) {
+    uint16_t dh, mh;
+    const uint8_t *qa = q4_block(t, blk_a, 0, &dh, &mh), *qb = q4_block(t, blk_b, 0, &dh, &mh);
+    __m256i v = _mm256_loadu2_m128i((const __m128i *)qb, (const __m128i *)qa);
+    *lo = _mm256_and_si256(v, _mm256_set1_epi8(15));
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
+static inline __attribute__((always_inline)) __m256i i8_dot2(__m256i lo, __m256i xlo, __m256i hi,
+                                                             __m256i xhi) {
+#ifdef KIPP_AVX2I8_VNNI
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xlo), hi, xhi);
+#else
+    /* pair sums at most 2 x 15 x 127 = 3,810: two add in 16 bits */
+    __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+}
+/* Rows (0, 1)'s lane sums in p01, rows (2, 3)'s in p23 (zero for a tile of
+ * 2 rows) to the four block sums. */
+static inline __attribute__((always_inline)) __m128i i8_hsum2x2(__m256i p01, __m256i p23) {
+    /* [r0 r2 r0 r2 | r1 r3 r1 r3], partial, then whole in lanes 0 and 1 */
+    __m256i w = _mm256_add_epi32(_mm256_unpacklo_epi32(p01, p23), _mm256_unpackhi_epi32(p01, p23));
+    w = _mm256_add_epi32(w, _mm256_shuffle_epi32(w, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_unpacklo_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+
+#ifndef I8_NO_PAIRS /* -DI8_NO_PAIRS=1: every row through i8_wload (measurement) */
+#define I8_NO_PAIRS 0
+#endif
+
 /* One R x C row-major tile over all nblk blocks (R <= 4, C <= 4, PF
  * compile-time constants): weight rows n .. n+R-1, activation rows m ..
  * m+C-1, lane r of acc[c] the output (m + c, n + r). */
 static inline __attribute__((always_inline)) void
 i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t *x,
         size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t m, float *const *y) {
+    /* Q4 tiles of 2 or 4 rows take their rows two to a vector (i8_wload2) */
+    const int paired = t != QT_Q8_0 && (R == 2 || R == 4) && !I8_NO_PAIRS;
     __m128 acc[4], ms[4];
     #pragma GCC unroll 4
     for (int c = 0; c < C; c++) acc[c] = _mm_setzero_ps(), ms[c] = _mm_setzero_ps();
@@ -233,14 +274,14 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
     for (uint32_t b = 0; b < nblk; b++) {
         qtile_prefetch(&qt, t, R, PF);
         seq_pf_step(&sp, t, R, PF);
-        __m256i u[4], sg[4];
+        __m256i u[4], sg[4], lo[2], hi[2];
         uint64_t dbits = 0, mbits = 0;
         #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             u[r] = sg[r] = _mm256_setzero_si256();
             if (r < R) {
                 const uint8_t *blk = qtile_block(&qt, r);
-                u[r] = sg[r] = i8_wload(t, blk);
+                if (!paired) u[r] = sg[r] = i8_wload(t, blk);
                 dbits |= i8_half_bits(blk, 0) << (16 * r);
                 if (t == QT_Q4_1) mbits |= i8_half_bits(blk, 2) << (16 * r);
             }
@@ -248,17 +289,32 @@ i8_tile(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, const uint8_t 
             if (t == QT_Q8_0) u[r] = _mm256_abs_epi8(sg[r]);
 #endif
         }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            lo[h] = hi[h] = _mm256_setzero_si256();
+            if (paired && 2 * h < R)
+                i8_wload2(t, qtile_block(&qt, 2 * h), qtile_block(&qt, 2 * h + 1), &lo[h], &hi[h]);
+        }
         const __m128 dwv = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)dbits));
         const __m128 mwv = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)mbits));
         const uint8_t *xb = x + (size_t)b * I8_REC;
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
             const uint8_t *rec = xb + (size_t)(m + c) * x_stride;
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q)), p[4];
-            #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-                p[r] = r < R ? i8_dot(t, u[r], sg[r], xq) : _mm256_setzero_si256();
-            __m128i s = i8_hsum4(p[0], p[1], p[2], p[3]);
+            __m128i s;
+            if (paired) {
+                __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec + I8_Q)));
+                __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(rec + I8_Q + 16)));
+                __m256i p01 = i8_dot2(lo[0], xlo, hi[0], xhi);
+                __m256i p23 = R == 4 ? i8_dot2(lo[1], xlo, hi[1], xhi) : _mm256_setzero_si256();
+                s = i8_hsum2x2(p01, p23);
+            } else {
+                __m256i xq = _mm256_loadu_si256((const __m256i *)(rec + I8_Q)), p[4];
+                #pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+                    p[r] = r < R ? i8_dot(t, u[r], sg[r], xq) : _mm256_setzero_si256();
+                s = i8_hsum4(p[0], p[1], p[2], p[3]);
+            }
             if (i8_corrected(t)) s = _mm_add_epi32(s, _mm_set1_epi32(i8_corr(t, rec)));
             __m128 dd = _mm_mul_ps(dwv, _mm_set1_ps(i8_f32(rec, I8_D)));
             acc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(s), dd, acc[c]);
