@@ -225,7 +225,9 @@ static inline __attribute__((always_inline)) __m128i i8_hsum4(__m256i a, __m256i
  * activations' two 16-value halves, each broadcast to both 128-bit lanes,
  * two integer dots leave row a's lane sums in the low lane and row b's in
  * the high one: the same exact block sums as i8_dot's, with half the lanes
- * to fold. */
+ * to fold (Zen 5, kernel_micro in L2, ns per row and block: matvec Q4_0
+ * 0.64-0.67 -> 0.60-0.62, 4 activation rows 2.07-2.09 -> 1.84; out of
+ * cache, decode is bound by memory and reads the same). */
 static inline __attribute__((always_inline)) void i8_wload2(int t, const uint8_t *blk_a,
                                                            const uint8_t *blk_b, __m256i *lo,
                                                            __m256i *hi) {
