@@ -117,7 +117,15 @@ static bool prefers_rows_prefetch(void) {
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
+#ifdef KIPP_AVX2I8_PLAIN_ONLY
+/* A measurement build (CFLAGS=-DKIPP_AVX2I8_PLAIN_ONLY): avx2i8 takes its
+ * vpmaddubsw table even where AVX512_VNNI is present -- what an AVX2-only
+ * processor (Zen 3) runs, raced on an AVX-512 machine (docs/BENCHMARKS.md,
+ * "Stop 44, later"). Same bits as the vpdpbusd table. */
+#define AVX2I8_TABLE ((void)has_avx512vnni, &kipp_cpu_kernels_avx2i8)
+#else
 #define AVX2I8_TABLE (has_avx512vnni() ? &kipp_cpu_kernels_avx2i8_vnni : &kipp_cpu_kernels_avx2i8)
+#endif
 #else
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
