@@ -192,7 +192,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                     if (row_pf(PF) && i % 32 == 0) /* one 64-byte line per 32 values */
-                        _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, PF)), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(wr + row_pf_ahead(R, C, k, PF)), _MM_HINT_T0);
                     wv[r] = bf16x8_to_f32(wr);
                 }
             }

@@ -163,7 +163,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
                 const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                 wv[r] = row_pf(PF) ? as_bh(load_line_quarters(wr)) : load_bh(wr);
                 if (row_pf(PF))
-                    _mm_prefetch((const char *)(wr + row_pf_ahead(R, k, PF)), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(wr + row_pf_ahead(R, C, k, PF)), _MM_HINT_T0);
             } else if (src == SRC_DEC) { /* decoded rows: BF16 on this tier */
                 wv[r] = load_bh((const uint16_t *)w + (size_t)(n - row0 + r) * k + i);
             } else {

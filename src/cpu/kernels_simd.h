@@ -114,12 +114,28 @@ enum { PF_NONE = 0, PF_ROWS = 1, PF_SEQ = 2, PF_STREAM = 3 };
 #define SPLIT_MIN_ROWS 4
 
 /* Whether a decode tile prefetches each BF16 row's own line into L1
- * (PF_ROWS, PF_STREAM), and how many values on. */
+ * (PF_ROWS, PF_STREAM), and how many values on: PF_ROWS, the same line of
+ * the following tile's row; PF_STREAM, PF_STREAM_AHEAD bytes on along the
+ * row's stream for one activation row (C = 1), FEW_STREAM_AHEAD for a few
+ * (C > 1: kernels_blocked.h few_rows' split tiles, which spend C times the
+ * compute per line and yet ran faster farther ahead). Measured on Zen 5
+ * (stop 45; synthetic-0.6b BF16, 2 threads, P-token prompts, tok/s,
+ * interleaved, two rounds), 256 / 512 / 1024 / 2048 / 4096 bytes: avx512
+ * P = 4 144-148 / 141 / 170 / 177-179 / 157, P = 8 148-152 / 162 / 183-189
+ * / 192-197 / 184-188; avx512bf16 P = 8 213 / 203 / 253-257 / 276-278 /
+ * 241-256; avx2 (256 -> 2048) P = 2 85 -> 99, P = 4 134 -> 152, P = 8
+ * (blocked there) even. Decode (C = 1) keeps 256. Compile-time, so a
+ * measurement build can set it (-DFEW_STREAM_AHEAD=...). */
+#ifndef FEW_STREAM_AHEAD
+#define FEW_STREAM_AHEAD 2048
+#endif
 static inline __attribute__((always_inline)) int row_pf(int PF) {
     return PF == PF_ROWS || PF == PF_STREAM;
 }
-static inline __attribute__((always_inline)) size_t row_pf_ahead(int R, uint32_t k, int PF) {
-    return PF == PF_STREAM ? PF_STREAM_AHEAD / sizeof(uint16_t) : (size_t)R * k;
+static inline __attribute__((always_inline)) size_t row_pf_ahead(int R, int C, uint32_t k,
+                                                                  int PF) {
+    if (PF == PF_STREAM) return (C > 1 ? FEW_STREAM_AHEAD : PF_STREAM_AHEAD) / sizeof(uint16_t);
+    return (size_t)R * k;
 }
 
 static inline size_t qblock_bytes(int t) {
