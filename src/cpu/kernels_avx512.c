@@ -54,6 +54,18 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 #define TILE_C 8
 #define FEW_ROWS 8
 #define FEW_PASSES 2 /* quantized 9-16 rows: two few-rows passes (kernels_blocked.h) */
+/* From 8 rows, rows longer than a span go blocked (kernels_blocked.h
+ * few_spans): Zen 5, synthetic-0.6b, 2 threads, interleaved pairs, tok/s,
+ * prompts of 8 / 12 / 16 tokens: Q8_0 201 / 222-229 / 233-234 -> 206-208
+ * / 234-235 / 248-254, Q4_0 215-216 / 240-244 / 242-243 -> 224 / 250 /
+ * 265-267, Q4_1 211-216 / 243 / 239-251 -> 231 / 254-255 / 262-267, BF16
+ * 8 tokens 210-217 -> 218-239; at 6 tokens (two 3-row activation tiles,
+ * each decoding the weights) Q8_0 and Q4_0 lost 5-9 %, so 5-7 rows stay
+ * few-rows tiles. One matmul out of cache (kernel_micro, 8 rows, K =
+ * 3,072): Q8_0 4.97 -> 3.43, Q4_0 4.21 -> 2.97 ns per row and block (K =
+ * 1,024 ran 3.2). avx512bf16, whose activations are half as wide, lost 2-8 %
+ * at 8 rows this way and keeps its few-rows tiles. */
+#define FEW_SPAN_MIN_ROWS 8
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle

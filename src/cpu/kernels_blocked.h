@@ -218,6 +218,26 @@ static inline __attribute__((always_inline)) void blocked_rows(const void *w, in
     }
 }
 
+/* Whether a call of m activation rows against rows of K values takes the
+ * blocked path (MR x MC tiles, K in spans) rather than few_rows' tiles.
+ * A few-rows tile keeps its C activation rows' whole K in flight: 8 FP32
+ * rows of K = 3,072 are 96 KiB, past a 48 KiB L1, and their loads came
+ * from L2 on every chunk. A tier whose few-rows tiles are that wide sets
+ * FEW_SPAN_MIN_ROWS: from that many rows, rows longer than a span go
+ * blocked, where an activation tile's span stays in L1 (quantized blocks
+ * decoded in the tiles). Same bits either way (tile_span's sequence). */
+#ifndef FEW_SPAN_MIN_ROWS
+#define FEW_SPAN_MIN_ROWS 0 /* 0: never */
+#endif
+static inline __attribute__((always_inline)) int few_spans(uint32_t m, uint32_t k) {
+#if FEW_SPAN_MIN_ROWS > 0
+    return m >= FEW_SPAN_MIN_ROWS && k > K_SPAN;
+#else
+    (void)m, (void)k;
+    return 0;
+#endif
+}
+
 static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
                                                                  uint32_t n0, uint32_t n1,
                                                                  const void *x, size_t x_stride,
@@ -231,7 +251,7 @@ static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t 
             decode_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_ROWS_BF16, 1, PF_ROWS, n0, n1, y);
         return;
     }
-    if (m <= FEW_ROWS) {
+    if (m <= FEW_ROWS && !few_spans(m, k)) {
         if (PF == PF_SEQ)
             few_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, m, n0, n1, y);
         else
@@ -306,6 +326,10 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     const uint8_t *wb = w;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
+    if (few_spans(m, k) && m <= FEW_PASSES * FEW_ROWS) { /* decode in the tiles */
+        blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
+        return;
+    }
     if (m <= FEW_PASSES * FEW_ROWS) {
         for (uint32_t c0 = 0; c0 < m; c0 += FEW_ROWS)
             q_stream(t, PF, wb, row_bytes, k, xb + (size_t)c0 * x_stride, x_stride,
