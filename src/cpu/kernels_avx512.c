@@ -64,8 +64,13 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * few-rows tiles. One matmul out of cache (kernel_micro, 8 rows, K =
  * 3,072): Q8_0 4.97 -> 3.43, Q4_0 4.21 -> 2.97 ns per row and block (K =
  * 1,024 ran 3.2). avx512bf16, whose activations are half as wide, lost 2-8 %
- * at 8 rows this way and keeps its few-rows tiles. */
+ * at 8 rows this way and keeps its few-rows tiles. From 4 rows
+ * (-DFEW_SPAN_MIN_ROWS=4, a measurement build), 4 rows of K = 3,072 in
+ * kernel_micro: Q8_0 2.10 -> 1.77, Q4_0 1.51 -> 1.58, BF16 2.15 -> 2.93 ns
+ * per row and block -- not taken. */
+#ifndef FEW_SPAN_MIN_ROWS
 #define FEW_SPAN_MIN_ROWS 8
+#endif
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
  * Blocks are decoded to 32 exact FP32 weights (the values the oracle
