@@ -22,6 +22,8 @@
  *                            reads decoded (SRC_DEC) rows
  *   QDEC_T                   optional: the decoded weights' type (float
  *                            unless defined; avx512bf16: uint16_t, BF16)
+ *   FEW_ROWS, FEW_PASSES, FEW_SPAN_MIN_ROWS  optional: how many activation
+ *                            rows take the few-rows tiles (below)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
@@ -76,8 +78,8 @@ static inline __attribute__((always_inline)) void decode_rows(const void *w, int
 }
 
 /* A few activation rows (2 .. FEW_ROWS: batched decode of a few sessions,
- * speculation's verify step, a short prompt) read the weights the way
- * decode does -- decode_rows' tiles and prefetch, every activation row in
+ * speculation's verify step, a short prompt; but see few_spans) read the
+ * weights the way decode does -- decode_rows' tiles and prefetch, every activation row in
  * each tile, quantized blocks decoded in the tile -- rather than in
  * W_BLOCK blocks (or decoded once): with so few rows the compute cannot
  * hide the reads, and decode's streaming is what the weights need. Tiles
@@ -309,7 +311,9 @@ static inline __attribute__((always_inline)) void q_stream(int t, int PF, const 
 
 /* A tier may stream quantized calls of up to FEW_PASSES * FEW_ROWS rows as
  * passes of FEW_ROWS (and a remainder) over q_stream, each reading the
- * weights again, instead of decoding them once per block of rows: the
+ * weights again, instead of decoding them once per block of rows (from
+ * FEW_SPAN_MIN_ROWS rows, rows longer than a span go to blocked_rows with
+ * the blocks decoded in the tiles instead: few_spans): the
  * avx512 tier, where Q4_0 and Q8_0 at 9-16 rows measured +4-11 % (Zen 4,
  * synthetic-0.6b, interleaved pairs; docs/ARCHITECTURE.md "Stop 43"). The
  * avx2 tier's 5-8 rows lost 11 % that way and avx512bf16 measured even,
