@@ -67,7 +67,9 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
  * at 8 rows this way and keeps its few-rows tiles. From 4 rows
  * (-DFEW_SPAN_MIN_ROWS=4, a measurement build), 4 rows of K = 3,072 in
  * kernel_micro: Q8_0 2.10 -> 1.77, Q4_0 1.51 -> 1.58, BF16 2.15 -> 2.93 ns
- * per row and block -- not taken. */
+ * per row and block -- not taken. (A -D on the command line sets it for
+ * every tier built on kernels_blocked.h, avx2 and avx512bf16 too, whose
+ * default is 0; measure one tier at a time with KIPP_CPU_ISA.) */
 #ifndef FEW_SPAN_MIN_ROWS
 #define FEW_SPAN_MIN_ROWS 8
 #endif
