@@ -371,6 +371,15 @@ static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     }
 }
 
+/* One head's K or V row into the BF16 cache: a loop of a fixed length
+ * that the compiler vectorizes (kipp_f32_to_bf16 has no branch), so the
+ * row leaves in 16-byte stores. Scalar 2-byte stores into lines not yet
+ * in cache filled the store buffer with a few lines' worth of stores and
+ * took the lines' misses a few at a time. */
+static inline void store_head_bf16(uint16_t *restrict dst, const float *restrict src) {
+    for (int i = 0; i < KIPP_HEAD_DIM; i++) dst[i] = kipp_f32_to_bf16(src[i]);
+}
+
 /* 3: per (row, KV head): per-head RMSNorm and RoPE of K and of the query
  * heads that read it; K and V stored in the paged cache (BF16, or Q8_0
  * blocks when the session asked for them). */
@@ -399,10 +408,8 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
             kipp_quantize_q8_0(vh, KIPP_HEAD_DIM, st->vq + off / KIPP_QBLOCK);
             continue;
         }
-        for (int i = 0; i < KIPP_HEAD_DIM; i++) {
-            st->k[off + i] = kipp_f32_to_bf16(kh[i]);
-            st->v[off + i] = kipp_f32_to_bf16(vh[i]);
-        }
+        store_head_bf16(st->k + off, kh);
+        store_head_bf16(st->v + off, vh);
     }
 }
 
@@ -462,6 +469,16 @@ static void region_attention(void *ctx, uint32_t unit, uint32_t n_units, int tid
     }
 }
 
+/* x[i] += o[i] over a unit's columns, whole COL_GRAIN grains: an inner
+ * loop of a fixed length, which gcc's -O2 vectorizes (the loop over
+ * [b, e) it left scalar: ~1.8 % of a 512-token BF16 prefill on Zen 5).
+ * Element by element, so the same bits. */
+static inline void add_grains(float *restrict x, const float *restrict o, uint32_t n) {
+    assert(n % COL_GRAIN == 0);
+    for (uint32_t i = 0; i < n; i += COL_GRAIN)
+        for (int j = 0; j < COL_GRAIN; j++) x[i + j] += o[i + j];
+}
+
 /* 5, 8: x += W . act over this thread's output columns. */
 static void region_out_residual(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     region *g = ctx;
@@ -469,11 +486,8 @@ static void region_out_residual(void *ctx, uint32_t unit, uint32_t n_units, int 
     uint32_t b, e;
     col_split(&m->cols_h, unit, &b, &e);
     matmul_cols(m, g->out_w, g->out_buf, b, e, g->n_rows, m->xn_rows);
-    for (uint32_t r = 0; r < g->n_rows; r++) {
-        float *x = row(m->x, m->H, r);
-        const float *o = row(m->xn, m->H, r);
-        for (uint32_t i = b; i < e; i++) x[i] += o[i];
-    }
+    for (uint32_t r = 0; r < g->n_rows; r++)
+        add_grains(row(m->x, m->H, r) + b, row(m->xn, m->H, r) + b, e - b);
 }
 
 /* 7: gate and up over this thread's columns, SiLU(gate) * up, packed. */
