@@ -5,14 +5,18 @@
  * one kipp_eval call each, feeding back the argmax (included in the time,
  * as a real greedy loop pays it). Decode therefore runs at P..P+D tokens of
  * context: `--prompt-tokens 4096 --decode 32` measures decode at 4K context.
- * One warm-up repetition of the full prompt (and up to 4 decode steps)
+ * One warm-up repetition of the full prompt and every decode step
  * precedes the timed ones; the medians are reported. The warm-up faults in
  * the mapped weights, wakes the threads, and first-touches the KV pool
  * pages the timed sessions then reuse (the pool hands the freed blocks
  * back out). That is llama-bench's protocol too: it zero-fills its KV
- * buffer when the context is created and warms up with the full prompt,
- * so a 32-token warm-up here left kipp alone paying ~28 page faults per
- * prompt token inside the timed prefill (-8 % at 2,048 tokens on Zen 5). */
+ * buffer (prompt and generated tokens) when the context is created and
+ * warms up with the full prompt, so a 32-token warm-up here left kipp
+ * alone paying ~28 page faults per prompt token inside the timed prefill
+ * (-8 % at 2,048 tokens on Zen 5), and a warm-up of 4 decode steps left it
+ * the first touch of the later steps' pages: a new 4 KiB page in each of
+ * the 448 (layer, head) K and V planes every 16 positions, ~7 us each on
+ * this VM, -2 % on a 64-token decode with --reps 1 (stop 46). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,8 +229,9 @@ int cmd_bench(int argc, char **argv) {
     }
 
     double tp[64], td[64], pre_tps[64], dec_tps[64];
-    int rc = run_once(m, kvq, prompt, n_prompt, n_decode < 4 ? n_decode : 4, logits, &tp[0], &td[0],
-                      &err); /* warm-up */
+    /* warm-up: the whole prompt and every decode step, so that the KV
+     * pages the timed repetitions write are first touched here (above) */
+    int rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[0], &td[0], &err);
     for (int r = 0; r < reps && !rc; r++) {
         rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
         pre_tps[r] = n_prompt / tp[r];
