@@ -56,7 +56,8 @@
 #define ATT_PAIRS 128
 _Static_assert(MAX_ROWS <= 256, "attention runs index rows in bytes");
 _Static_assert(ATT_PAIRS >= KIPP_CPU_MAX_GROUP, "an attention unit holds at least one row");
-_Static_assert(KIPP_CPU_K_ALIGN % COL_GRAIN == 0, "a K-aligned hidden size is whole COL_GRAIN grains (add_grains)");
+_Static_assert(KIPP_CPU_K_ALIGN % COL_GRAIN == 0,
+               "a K-aligned hidden size is whole COL_GRAIN grains (add_grains)");
 
 typedef struct cpu_model {
     const kipp_checkpoint *ckpt;
