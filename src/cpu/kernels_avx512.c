@@ -40,15 +40,29 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
     }
 }
 
-/* Matrix-matrix tiles: 4 weight rows x MC activation rows. 5 and 6 rows
- * measured the same on Zen 5; Q8_0 at 2 x 8 (each in-tile decoded row
- * serving twice the rows) won 5-8 % in a one-matmul microbenchmark but lost
- * 10-15 % of Q8_0 prefill in the engine, so every source keeps 4 x 4.
- * Stop 33 (Zen 5, synthetic-0.6b prefill 512, two interleaved rounds): all
- * even FMAs of a chunk before all odd ones (the same chains, so 4 x 6 fits
- * the registers) lost 6-22 % on Q4_0 and Q8_0 at 4 x 4 (BF16 within
- * +-3 %), and 13-38 % on all three at 4 x 6. */
-#define MC 4
+/* Matrix-matrix tiles: 4 weight rows x MC activation rows. Stop 47: 4 x 5
+ * (20 accumulators, 8 weight and 2 activation vectors: 30 of the 32
+ * registers) loads 9 vectors per 20 FMA pairs where 4 x 4 loads 8 per 16.
+ * That matters for decoded quantized rows (FP32, two loads a chunk where
+ * a BF16 row takes one load and two ALU ops): on Zen 5 the decoded tiles
+ * were bound by their loads -- a measurement build that loaded half of each
+ * decoded chunk ran at BF16's speed, while halving their L2 traffic
+ * (several activation tiles per weight tile in L1) gained 1-2 % at
+ * K = 1,024. kernel_micro, avx512, one thread, 512 rows, best of 3,
+ * GFLOPS 4 x 4 -> 4 x 5: Q8_0 176 -> 190 (K = 1,024), 154 -> 168 (3,072);
+ * Q4_0 179 -> 189, 157 -> 167; Q4_1 185 -> 194, 162 -> 171; BF16 208 ->
+ * 205, 205 -> 205. Prefill 512 in the engine (synthetic-0.6b, 2 threads,
+ * interleaved pairs, --reps 3, tok/s): Q8_0 263-267 -> 288-299, Q4_0
+ * 282-305 -> 305-314, BF16 331-348 -> 332-338; Q4_0 2,048 266-268 ->
+ * 270-278. Same bits (the per-output sequence does not depend on C).
+ * Before: 5 and 6 rows measured the same on Zen 5 (in-tile decode);
+ * Q8_0 at 2 x 8 (each in-tile decoded row serving twice the rows) won 5-8 %
+ * in a one-matmul microbenchmark but lost 10-15 % of Q8_0 prefill in the
+ * engine. Stop 33 (Zen 5, synthetic-0.6b prefill 512, two interleaved
+ * rounds): all even FMAs of a chunk before all odd ones (the same chains,
+ * so 4 x 6 fits the registers) lost 6-22 % on Q4_0 and Q8_0 at 4 x 4 (BF16
+ * within +-3 %), and 13-38 % on all three at 4 x 6. */
+#define MC 5
 /* Activation rows a tile can hold: MC in the matrix-matrix tiles, up to
  * FEW_ROWS (8) in the few-rows tiles of 2 weight rows (kernels_blocked.h). */
 #define TILE_C 8
