@@ -6,11 +6,14 @@
  *   cc -O2 -std=c11 -D_DEFAULT_SOURCE -Isrc -Iinclude bench/kernel_micro.c \
  *      build/libkipp.a -lm -pthread -o build/kernel_micro
  *
- *   build/kernel_micro att TIER bf16|q8_0 CTX KV_HEADS
+ *   build/kernel_micro att TIER bf16|q8_0 CTX KV_HEADS [N_Q]
  *       decode attention (one query row, 2 query heads per KV head, as
  *       Qwen3-0.6B) at position CTX - 1, over KV_HEADS separate stores of
  *       CTX positions each (28 x 4,096 BF16 positions = 56 MiB: out of
- *       cache; 1 head: the cache-resident compute rate)
+ *       cache; 1 head: the cache-resident compute rate); with N_Q, a
+ *       prefill chunk's N_Q query rows at positions CTX - N_Q .. CTX - 1
+ *       (reported as GFLOPS too: 4 flops per head dimension, position
+ *       and query head)
  *   build/kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS
  *       a decode matrix-vector product, K = 1,024, ROWS weight rows
  *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
@@ -81,7 +84,7 @@ static void *weights(size_t n, size_t block, int bf16) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: kernel_micro att TIER bf16|q8_0 CTX KV_HEADS\n"
+    fprintf(stderr, "usage: kernel_micro att TIER bf16|q8_0 CTX KV_HEADS [N_Q]\n"
                     "       kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS\n"
                     "       kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]\n");
     return 2;
@@ -93,7 +96,7 @@ int main(int argc, char **argv) {
     long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1;
     long a6 = argc == 7 ? atol(argv[6]) : 1024; /* matmul's K */
     int want = !strcmp(mode, "att") ? 6 : !strcmp(mode, "matvec") ? 5 : 0;
-    if (!strcmp(mode, "matmul") ? argc < 6 : argc != want) return usage();
+    if (!strcmp(mode, "matmul") || !strcmp(mode, "att") ? argc < 6 : argc != want) return usage();
     /* avx2i8-plain: that tier's vpmaddubsw table where dispatch would hand
      * out its vpdpbusd one (the plain table runs on any AVX2 processor) */
     const kipp_cpu_kernels *kt = !strcmp(tier, "avx2i8-plain")
@@ -113,23 +116,29 @@ int main(int argc, char **argv) {
     const int quick = quick_env && !strcmp(quick_env, "1"), passes = quick ? 1 : 7;
     if (!strcmp(mode, "att")) {
         int q8 = !strcmp(scheme, "q8_0");
-        if ((!q8 && strcmp(scheme, "bf16")) || a4 < 1 || a4 > (1 << 20) || a5 < 1 || a5 > 64)
+        long nq_arg = argc == 7 ? a6 : 1; /* query rows */
+        if ((!q8 && strcmp(scheme, "bf16")) || a4 < 1 || a4 > (1 << 20) || a5 < 1 || a5 > 64 ||
+            nq_arg < 1 || nq_arg > 4096 || nq_arg > a4)
             return usage();
         enum { G = 2, B = KIPP_CPU_ATT_BLOCK };
         uint32_t ctx = (uint32_t)a4, heads = (uint32_t)a5, nb = (ctx + B - 1) / B;
+        uint32_t n_q = (uint32_t)nq_arg, pos0 = ctx - n_q;
+        const size_t q_stride = (size_t)G * KIPP_HEAD_DIM; /* floats per query row */
         size_t row = q8 ? 4 * sizeof(kipp_block_q8_0) : KIPP_HEAD_DIM * sizeof(uint16_t);
         size_t store = (size_t)nb * B * row;
         uint8_t **k = malloc(heads * sizeof *k), **v = malloc(heads * sizeof *v);
         const void **kb = malloc(nb * sizeof *kb), **vb = malloc(nb * sizeof *vb);
-        float *scratch = aligned_alloc(64, (KIPP_CPU_ATT_SCRATCH(1, G) * 4 + 63) / 64 * 64);
-        static float q[G * KIPP_HEAD_DIM], out[G * KIPP_HEAD_DIM];
-        if (!k || !v || !kb || !vb || !scratch) return 1;
+        float *scratch = aligned_alloc(64, (KIPP_CPU_ATT_SCRATCH(n_q, G) * 4 + 63) / 64 * 64);
+        float *q = malloc(n_q * q_stride * sizeof *q), *out = malloc(n_q * q_stride * sizeof *out);
+        if (!k || !v || !kb || !vb || !scratch || !q || !out) return 1;
         for (uint32_t h = 0; h < heads; h++) {
             k[h] = weights(store, sizeof(kipp_block_q8_0), !q8);
             v[h] = weights(store, sizeof(kipp_block_q8_0), !q8);
         }
-        for (int i = 0; i < G * KIPP_HEAD_DIM; i++) q[i] = (float)(rand() % 100) / 100.0f;
-        int reps = quick ? 1 : (int)(2e8 / ((double)store * 2 * heads)) + 1;
+        for (size_t i = 0; i < n_q * q_stride; i++) q[i] = (float)(rand() % 100) / 100.0f;
+        /* flops: each row i sees pos0 + i + 1 positions */
+        double flops = 4.0 * G * KIPP_HEAD_DIM * ((double)n_q * (pos0 + 1) + (double)n_q * (n_q - 1) / 2);
+        int reps = quick ? 1 : (int)(2e8 / ((double)store * 2 * heads) / n_q) + 1;
         for (int t = 0; t < passes; t++) {
             double t0 = now();
             for (int r = 0; r < reps; r++)
@@ -141,21 +150,23 @@ int main(int argc, char **argv) {
                     if (q8) {
                         kipp_cpu_kv_head_q8 kv = {(const kipp_block_q8_0 *const *)kb,
                                                   (const kipp_block_q8_0 *const *)vb, 4};
-                        kt->attention_q8_0(q, 0, 1, G, ctx - 1, &kv, 0.088f, out, 0, scratch);
+                        kt->attention_q8_0(q, q_stride, n_q, G, pos0, &kv, 0.088f, out, q_stride,
+                                           scratch);
                     } else {
                         kipp_cpu_kv_head kv = {(const uint16_t *const *)kb,
                                                (const uint16_t *const *)vb, KIPP_HEAD_DIM};
-                        kt->attention(q, 0, 1, G, ctx - 1, &kv, 0.088f, out, 0, scratch);
+                        kt->attention(q, q_stride, n_q, G, pos0, &kv, 0.088f, out, q_stride, scratch);
                     }
                 }
             double dt = (now() - t0) / reps / heads;
             if (dt < best) best = dt;
         }
         double bytes = (double)ctx * row * 2; /* K and V rows read per KV head */
-        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"decode attention\",\"cache\":\"%s\","
-               "\"positions\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
-               "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"out0\":%.6g}\n",
-               cpu, kt->name, scheme, ctx, heads, G, best * 1e6, bytes / best / 1e9, out[0]);
+        printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s attention\",\"cache\":\"%s\","
+               "\"positions\":%u,\"query_rows\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
+               "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"gflops\":%.2f,\"out0\":%.6g}\n",
+               cpu, kt->name, n_q > 1 ? "prefill" : "decode", scheme, ctx, n_q, heads, G,
+               best * 1e6, bytes / best / 1e9, flops / best / 1e9, out[0]);
         for (uint32_t h = 0; h < heads; h++) {
             free(k[h]);
             free(v[h]);
@@ -165,6 +176,8 @@ int main(int argc, char **argv) {
         free(kb);
         free(vb);
         free(scratch);
+        free(q);
+        free(out);
     } else if (!strcmp(mode, "matvec") || !strcmp(mode, "matmul")) {
         const int K = (int)a6;
         static const char *names[] = {"bf16", "q8_0", "q4_0", "q4_1"};

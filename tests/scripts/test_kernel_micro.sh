@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/kernel_micro.c, the kernel microbenchmark: on every tier this
-# processor runs, one quick pass of each mode prints one well-formed JSON
+# processor runs, one quick pass of each mode (attention for one query row
+# and for a prefill chunk) prints one well-formed JSON
 # record whose result is finite and whose timing is positive, and bad
 # arguments are refused with exit 2 and a usage line.
 BUILD=${BUILD:-build}
@@ -15,7 +16,8 @@ for t in avx2 avx512 avx512bf16; do
     if KERNEL_MICRO_QUICK=1 "$K" matvec $t bf16 8 >/dev/null 2>&1; then tiers="$tiers $t"; fi
 done
 for t in $tiers; do
-    for args in "att $t bf16 100 2" "att $t q8_0 100 2" "matvec $t bf16 16" "matvec $t q8_0 16" \
+    for args in "att $t bf16 100 2" "att $t q8_0 100 2" "att $t bf16 100 2 40" "att $t q8_0 70 1 70" \
+                "matvec $t bf16 16" "matvec $t q8_0 16" \
                 "matvec $t q4_0 16" "matvec $t q4_1 16" "matmul $t bf16 16 9" "matmul $t q8_0 16 5 64" \
                 "matmul $t q4_0 16 12 96"; do
         # shellcheck disable=SC2086
@@ -32,6 +34,9 @@ out = rec.get("out0", rec.get("y0"))
 ok = (rec.get("tier") == args[1] and "family" in rec.get("cpu", "")
       and isinstance(time, (int, float)) and time > 0
       and isinstance(out, (int, float)) and math.isfinite(out))
+if args[0] == "att":  # query rows: 1, or the prefill chunk's N_Q, with a positive rate
+    want = int(args[5]) if len(args) > 5 else 1
+    ok = ok and rec.get("query_rows") == want and rec.get("gflops", 0) > 0
 if not ok:
     print("FAIL: %s: bad record %s" % (sys.argv[2], rec))
 sys.exit(0 if ok else 1)
@@ -39,6 +44,7 @@ PY
     done
 done
 for args in "att generic bf16 0 1" "matvec generic q5_0 16" "att generic bf16 100" "nosuch generic bf16 1" \
+            "att generic bf16 100 2 0" "att generic bf16 100 2 101" \
             "matvec no-such-tier bf16 16" "matmul generic bf16 16 9 100" "matmul generic bf16 16" \
             "matmul generic q4_0 16 0" "matvec generic bf16 16 9"; do
     # shellcheck disable=SC2086
