@@ -42,7 +42,8 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 
 /* Matrix-matrix tiles: 4 weight rows x MC activation rows. Stop 47: 4 x 5
  * (20 accumulators, 8 weight and 2 activation vectors: 30 of the 32
- * registers) loads 9 vectors per 20 FMA pairs where 4 x 4 loads 8 per 16.
+ * registers) loads 18 vectors per 40 FMAs a 32-value chunk (0.45 a FMA)
+ * where 4 x 4 loads 16 per 32 (0.5).
  * That matters for decoded quantized rows (FP32, two loads a chunk where
  * a BF16 row takes one load and two ALU ops): on Zen 5 the decoded tiles
  * were bound by their loads -- a measurement build that loaded half of each
