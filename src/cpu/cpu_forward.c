@@ -39,7 +39,7 @@
 #include "cpu/pool.h"
 
 #define HALF_DIM (KIPP_HEAD_DIM / 2)
-#define MAX_ROWS 128  /* rows per chunk: weight reuse vs scratch size */
+#define MAX_ROWS KIPP_CPU_CHUNK_ROWS /* rows per chunk: weight reuse vs scratch size */
 #define COL_GRAIN 32  /* output columns per thread share: packs stay chunk-aligned */
 /* Column regions run in guided units (pool.h): long first, short last, so
  * neither a stream restart per unit nor a thread idling behind the

@@ -356,6 +356,61 @@ static void run_model(const char *name, plan p) {
     free(other2);
 }
 
+/* An eval of more rows than a chunk (KIPP_CPU_CHUNK_ROWS) runs the layers
+ * chunk by chunk, and a row after a chunk's end reads the K/V the earlier
+ * chunk stored. The plans above stay inside one chunk, so here, on
+ * synthetic-tiny and every tier: a prompt of CHUNK + 44 rows in one call
+ * (cut at row CHUNK), the same prompt in two calls of 200 and the rest (no
+ * cut: the second call is one chunk), and the prompt behind a 150-token
+ * session in one eval (cut inside the prompt, at its row CHUNK - 150).
+ * The last 48 rows' logits (the first chunk's end among them) must be the
+ * same bits every way. */
+static void chunk_crossing(void) {
+    enum { L = KIPP_CPU_CHUNK_ROWS + 44, OTHER = 150, LOGITS = 48, FIRST = 200 };
+    _Static_assert(L - LOGITS < KIPP_CPU_CHUNK_ROWS, "the logit rows include the cut");
+    _Static_assert(FIRST < L - LOGITS && L - FIRST <= KIPP_CPU_CHUNK_ROWS,
+                   "the two-call feed's second call is one chunk");
+    snprintf(model_path, sizeof model_path, "%s/models/synthetic-tiny.gguf", test_build_dir());
+    fprintf(stderr, "synthetic-tiny, %d rows across a %d-row chunk:\n", L, KIPP_CPU_CHUNK_ROWS);
+    rng_state = 0xc4a11c00ull;
+    int32_t *prompt = malloc(L * sizeof *prompt), *other = malloc(OTHER * sizeof *other);
+    float *a = logits_buf(LOGITS), *b = logits_buf(LOGITS), *c = logits_buf(LOGITS);
+    if (!prompt || !other) exit(1);
+    for (int i = 0; i < L; i++) prompt[i] = rand_token();
+    for (int i = 0; i < OTHER; i++) other[i] = rand_token();
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        if (!test_tier_kernels(t)) continue;
+        const char *isa = test_tier_names[t];
+        kipp_model *m = open_model(KIPP_BACKEND_CPU, isa, 2);
+        if (!m) continue;
+        kipp_error err = {0};
+        kipp_session *s = new_session(m, 512), *s2 = new_session(m, 512),
+                     *so = new_session(m, 512);
+        kipp_eval_item one = {s, prompt, L, LOGITS, a};
+        CHECK(kipp_eval(m, &one, 1, &err) == KIPP_OK);
+        kipp_eval_item two[2] = {{s2, prompt, FIRST, 0, NULL},
+                                 {s2, prompt + FIRST, L - FIRST, LOGITS, b}};
+        CHECK(kipp_eval(m, &two[0], 1, &err) == KIPP_OK);
+        CHECK(kipp_eval(m, &two[1], 1, &err) == KIPP_OK);
+        kipp_session_destroy(s);
+        s = new_session(m, 512);
+        kipp_eval_item batch[2] = {{so, other, OTHER, 0, NULL}, {s, prompt, L, LOGITS, c}};
+        CHECK(kipp_eval(m, batch, 2, &err) == KIPP_OK);
+        same_bits("one call vs two calls", isa, a, b, LOGITS);
+        same_bits("one call vs behind a session", isa, a, c, LOGITS);
+        fprintf(stderr, "  %-10s one call, two calls, behind a session: compared\n", isa);
+        kipp_session_destroy(s);
+        kipp_session_destroy(s2);
+        kipp_session_destroy(so);
+        kipp_model_close(m);
+    }
+    free(prompt);
+    free(other);
+    free(a);
+    free(b);
+    free(c);
+}
+
 /* Under ThreadSanitizer (5-15x slower) a smaller plan: the same gates on
  * synthetic-tiny only, still crossing a KV block boundary. */
 #if defined(__SANITIZE_THREAD__)
@@ -382,6 +437,7 @@ int main(void) {
     run_model("synthetic-tiny-instruct", (plan){.L = 41, .decode = 4, .cut = 33, .capacity = 96,
                                                 .nmse_bound = NMSE_TINY_INSTRUCT,
                                                 .nmse_bound_bf16 = NMSE_BF16_ACT});
+    chunk_crossing();
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0)
         run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64,
