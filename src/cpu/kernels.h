@@ -35,10 +35,10 @@
 #define KIPP_CPU_K_ALIGN 32
 /* Rows per chunk of the cpu backend's forward pass (cpu_forward.c): an
  * eval's rows go through the layers this many at a time, so a 512-token
- * prompt reads every weight twice. 256 against the earlier 128: a
- * 512-token prefill on Zen 5, 2 threads, interleaved pairs, +4 % on
- * average (BF16 and Q4_0; docs/ARCHITECTURE.md "Stop 48"): half the
- * weight streams from memory and half the fork/joins per token. Visible
+ * prompt reads every weight twice. 256 against the earlier 128: prefill
+ * 512 and 2,048 on Zen 5, 2 threads, interleaved pairs, +2.8 % on average
+ * (BF16, Q8_0, Q4_0; docs/ARCHITECTURE.md "Stop 48"): half the weight
+ * streams from memory and half the fork/joins per token. Visible
  * here so that the tests can cross a chunk's end on purpose. */
 #define KIPP_CPU_CHUNK_ROWS 256
 
