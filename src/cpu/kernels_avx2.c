@@ -313,8 +313,60 @@ static inline __attribute__((always_inline)) void att_dots(const float *qd, cons
     }
 }
 
-static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *oh, const att_krow *vw) {
+/* Three (row, head) units' raw scores against K rows [0..n) as one 3 x 4
+ * tile (3 queries x 4 positions): each K vector is loaded once for the
+ * three queries -- 7 loads per 12 FMAs where att_dots takes 9 per 8 --
+ * and 12 chains are in flight instead of 8. Every score runs att_dots's
+ * steps -- the same chain over the head's 16 vectors, then fold8's tree
+ * on its own accumulator (the second fold8 takes the third query's 4 and
+ * 4 zero ones: a lane's tree involves only its own accumulator) -- so its
+ * bits are att_dots's. Prefill attention alone (kernel_micro att avx2
+ * bf16 2048 1 512, one thread, Zen 5, best of 4): 83.4 -> 88.6 GFLOPS,
+ * the Q8_0 cache 83.2 -> 88.6; a 2 x 4 tile (8 chains) ran slower than
+ * att_dots (79-80 against 81-83). qd: the three queries, KIPP_HEAD_DIM
+ * floats apart; p: their score rows, pstride floats apart, each written
+ * up to n rounded up to 4 (kw rows up to there are read: zero rows past
+ * the block). */
+#define ATT_MULTI 3
+static inline __attribute__((always_inline)) void att_dots_multi(const float *qd,
+                                                                 const att_krow *kw, uint32_t n,
+                                                                 float *p, size_t pstride) {
+    enum { C = 4, U = ATT_MULTI };
+    for (uint32_t j0 = 0; j0 < n; j0 += C) {
+        __m256 acc[16]; /* acc[C u + c]: query u against position j0 + c */
+        __m256 q[U];
+        #pragma GCC unroll 3
+        for (int u = 0; u < U; u++) q[u] = _mm256_loadu_ps(qd + u * KIPP_HEAD_DIM);
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m256 k = _mm256_load_ps(kw[j0 + c].k);
+            #pragma GCC unroll 3
+            for (int u = 0; u < U; u++) acc[C * u + c] = _mm256_mul_ps(q[u], k);
+        }
+        for (int d = 8; d < KIPP_HEAD_DIM; d += 8) {
+            #pragma GCC unroll 3
+            for (int u = 0; u < U; u++) q[u] = _mm256_loadu_ps(qd + u * KIPP_HEAD_DIM + d);
+            #pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256 k = _mm256_load_ps(kw[j0 + c].k + d);
+                #pragma GCC unroll 3
+                for (int u = 0; u < U; u++) acc[C * u + c] = _mm256_fmadd_ps(q[u], k, acc[C * u + c]);
+            }
+        }
+        for (int c = C * U; c < 16; c++) acc[c] = _mm256_setzero_ps();
+        __m256 s0 = fold8(acc), s1 = fold8(acc + 8);
+        _mm_storeu_ps(p + j0, _mm256_castps256_ps128(s0));
+        _mm_storeu_ps(p + pstride + j0, _mm256_extractf128_ps(s0, 1));
+        _mm_storeu_ps(p + 2 * pstride + j0, _mm256_castps256_ps128(s1));
+    }
+}
+
+/* The online-softmax update of one (row, head) over a block: p[0..nb)
+ * holds raw scores and gets their exponentials (scaled, less the new
+ * running max; 0 past nb); the running max and sum move on. Returns the
+ * factor the row's output accumulators are rescaled by. */
+static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_t nb, float scale,
+                                                               float *run_max, float *run_sum) {
     /* Scale, and the block's max over the positions the row sees (lanes
      * past nb become 0 in p and -inf for the max; max_ps(s, m) returns m
      * when s is NaN, as the scalar "s > m ? s : m" did). */
@@ -344,6 +396,12 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
     }
     *run_sum = *run_sum * corr + hsum8(sum);
     *run_max = new_max;
+    return corr;
+}
+
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *oh, const att_krow *vw) {
+    float corr = att_softmax(p, nb, scale, run_max, run_sum);
     __m256 vc = _mm256_set1_ps(corr);
     for (int half = 0; half < KIPP_HEAD_DIM; half += 64) {
         __m256 o[8];
@@ -357,6 +415,51 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
         }
         #pragma GCC unroll 8
         for (int d = 0; d < 8; d++) _mm256_storeu_ps(oh + half + 8 * d, o[d]);
+    }
+}
+
+/* Two query heads of one row (same positions, same V rows): each runs
+ * att_block's steps unchanged -- its softmax, then per output the rescale
+ * and the FMAs over the positions in order -- but a quarter head (32
+ * outputs) of both at a time shares each V vector: 6 loads per 8 FMAs
+ * where att_block takes 9 (eight V vectors and its p_j). On Zen 5, whose
+ * L1 serves more loads a cycle than this needs, within noise (prefill
+ * attention 85-88 -> 86-90 GFLOPS, decode at 4,096 even); kept for the
+ * AVX2 machines this tier is for: a Zen 3 core's L1 delivers two 256-bit
+ * loads a cycle, so att_block's 9 loads per 8 FMAs would bound it there
+ * -- not yet measured on one. (gcc would fold the V load into both FMAs as memory operands;
+ * the empty asm keeps it in a register, as kernels_avx512.h's pair
+ * does.) */
+#define ATT_HAS_PAIR 1
+static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
+                                  float *sum_a, float *max_b, float *sum_b, float *oda,
+                                  float *odb, const att_krow *vw) {
+    enum { QV = 4 }; /* vectors per head per pass: 8 accumulators for the two heads */
+    __m256 ca = _mm256_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
+    __m256 cb = _mm256_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b));
+    for (int part = 0; part < KIPP_HEAD_DIM; part += 8 * QV) {
+        __m256 oa[QV], ob[QV];
+        #pragma GCC unroll 4
+        for (int d = 0; d < QV; d++) {
+            oa[d] = _mm256_mul_ps(_mm256_loadu_ps(oda + part + 8 * d), ca);
+            ob[d] = _mm256_mul_ps(_mm256_loadu_ps(odb + part + 8 * d), cb);
+        }
+        for (uint32_t j = 0; j < nb; j++) {
+            const float *vr = vw[j].k + part;
+            __m256 pj = _mm256_set1_ps(pa[j]), qj = _mm256_set1_ps(pb[j]);
+            #pragma GCC unroll 4
+            for (int d = 0; d < QV; d++) {
+                __m256 v = _mm256_load_ps(vr + 8 * d);
+                __asm__("" : "+x"(v)); /* one load for both FMAs */
+                oa[d] = _mm256_fmadd_ps(pj, v, oa[d]);
+                ob[d] = _mm256_fmadd_ps(qj, v, ob[d]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int d = 0; d < QV; d++) {
+            _mm256_storeu_ps(oda + part + 8 * d, oa[d]);
+            _mm256_storeu_ps(odb + part + 8 * d, ob[d]);
+        }
     }
 }
 
