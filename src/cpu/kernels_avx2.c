@@ -350,7 +350,8 @@ static inline __attribute__((always_inline)) void att_dots_multi(const float *qd
             for (int c = 0; c < C; c++) {
                 __m256 k = _mm256_load_ps(kw[j0 + c].k + d);
                 #pragma GCC unroll 3
-                for (int u = 0; u < U; u++) acc[C * u + c] = _mm256_fmadd_ps(q[u], k, acc[C * u + c]);
+                for (int u = 0; u < U; u++)
+                    acc[C * u + c] = _mm256_fmadd_ps(q[u], k, acc[C * u + c]);
             }
         }
         for (int c = C * U; c < 16; c++) acc[c] = _mm256_setzero_ps();
@@ -399,68 +400,68 @@ static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_
     return corr;
 }
 
-static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
-                             float *run_sum, float *oh, const att_krow *vw) {
-    float corr = att_softmax(p, nb, scale, run_max, run_sum);
-    __m256 vc = _mm256_set1_ps(corr);
-    for (int half = 0; half < KIPP_HEAD_DIM; half += 64) {
-        __m256 o[8];
+/* P.V for one head (heads = 1: pa, oda) or two heads of one row (pb,
+ * odb too; same positions, same V rows), outputs rescaled by their
+ * softmax factors first: per output the rescale, then FMAs over the
+ * positions in order -- the same steps whichever the call. One head takes
+ * half its outputs a pass (8 accumulators, 8 chains); two take a quarter
+ * of each (8 accumulators) and share each V vector: 6 loads per 8 FMAs
+ * where one head takes 9 (eight V vectors and its p_j). On Zen 5, whose L1
+ * serves more loads a cycle than this needs, the pair measured within
+ * noise (prefill attention 85-88 -> 86-90 GFLOPS, decode at 4,096 even);
+ * kept for the AVX2 machines this tier is for: a Zen 3 core's L1 delivers
+ * two 256-bit loads a cycle, so 9 loads per 8 FMAs would bound it there
+ * -- not yet measured on one. (gcc would fold the V load into both FMAs
+ * as memory operands; the empty asm keeps it in a register, as
+ * kernels_avx512.h's pair does.) */
+static inline __attribute__((always_inline)) void att_pv(int heads, const float *pa,
+                                                         const float *pb, uint32_t nb, float ca,
+                                                         float cb, float *oda, float *odb,
+                                                         const att_krow *vw) {
+    const int two = heads == 2; /* a compile-time constant at every call */
+    const int QV = two ? 4 : 8; /* vectors per head per pass */
+    const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+    for (int part = 0; part < KIPP_HEAD_DIM; part += 8 * QV) {
+        __m256 oa[8], ob[4];
         #pragma GCC unroll 8
-        for (int d = 0; d < 8; d++) o[d] = _mm256_mul_ps(_mm256_loadu_ps(oh + half + 8 * d), vc);
+        for (int d = 0; d < QV; d++) {
+            oa[d] = _mm256_mul_ps(_mm256_loadu_ps(oda + part + 8 * d), va);
+            if (two) ob[d] = _mm256_mul_ps(_mm256_loadu_ps(odb + part + 8 * d), vb);
+        }
         for (uint32_t j = 0; j < nb; j++) {
-            const float *vr = vw[j].k + half;
-            __m256 pj = _mm256_set1_ps(p[j]);
+            const float *vr = vw[j].k + part;
+            __m256 pj = _mm256_set1_ps(pa[j]), qj = two ? _mm256_set1_ps(pb[j]) : pj;
             #pragma GCC unroll 8
-            for (int d = 0; d < 8; d++) o[d] = _mm256_fmadd_ps(pj, _mm256_load_ps(vr + 8 * d), o[d]);
+            for (int d = 0; d < QV; d++) {
+                __m256 v = _mm256_load_ps(vr + 8 * d);
+                if (two) __asm__("" : "+x"(v)); /* one load for both FMAs */
+                oa[d] = _mm256_fmadd_ps(pj, v, oa[d]);
+                if (two) ob[d] = _mm256_fmadd_ps(qj, v, ob[d]);
+            }
         }
         #pragma GCC unroll 8
-        for (int d = 0; d < 8; d++) _mm256_storeu_ps(oh + half + 8 * d, o[d]);
+        for (int d = 0; d < QV; d++) {
+            _mm256_storeu_ps(oda + part + 8 * d, oa[d]);
+            if (two) _mm256_storeu_ps(odb + part + 8 * d, ob[d]);
+        }
     }
 }
 
-/* Two query heads of one row (same positions, same V rows): each runs
- * att_block's steps unchanged -- its softmax, then per output the rescale
- * and the FMAs over the positions in order -- but a quarter head (32
- * outputs) of both at a time shares each V vector: 6 loads per 8 FMAs
- * where att_block takes 9 (eight V vectors and its p_j). On Zen 5, whose
- * L1 serves more loads a cycle than this needs, within noise (prefill
- * attention 85-88 -> 86-90 GFLOPS, decode at 4,096 even); kept for the
- * AVX2 machines this tier is for: a Zen 3 core's L1 delivers two 256-bit
- * loads a cycle, so att_block's 9 loads per 8 FMAs would bound it there
- * -- not yet measured on one. (gcc would fold the V load into both FMAs as memory operands;
- * the empty asm keeps it in a register, as kernels_avx512.h's pair
- * does.) */
+static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
+                             float *run_sum, float *oh, const att_krow *vw) {
+    float corr = att_softmax(p, nb, scale, run_max, run_sum);
+    att_pv(1, p, NULL, nb, corr, corr, oh, NULL, vw);
+}
+
+/* Two query heads of one row: each runs att_block's steps unchanged (its
+ * softmax, then att_pv's per-output sequence), their P.V in one pass. */
 #define ATT_HAS_PAIR 1
 static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
                                   float *sum_a, float *max_b, float *sum_b, float *oda,
                                   float *odb, const att_krow *vw) {
-    enum { QV = 4 }; /* vectors per head per pass: 8 accumulators for the two heads */
-    __m256 ca = _mm256_set1_ps(att_softmax(pa, nb, scale, max_a, sum_a));
-    __m256 cb = _mm256_set1_ps(att_softmax(pb, nb, scale, max_b, sum_b));
-    for (int part = 0; part < KIPP_HEAD_DIM; part += 8 * QV) {
-        __m256 oa[QV], ob[QV];
-        #pragma GCC unroll 4
-        for (int d = 0; d < QV; d++) {
-            oa[d] = _mm256_mul_ps(_mm256_loadu_ps(oda + part + 8 * d), ca);
-            ob[d] = _mm256_mul_ps(_mm256_loadu_ps(odb + part + 8 * d), cb);
-        }
-        for (uint32_t j = 0; j < nb; j++) {
-            const float *vr = vw[j].k + part;
-            __m256 pj = _mm256_set1_ps(pa[j]), qj = _mm256_set1_ps(pb[j]);
-            #pragma GCC unroll 4
-            for (int d = 0; d < QV; d++) {
-                __m256 v = _mm256_load_ps(vr + 8 * d);
-                __asm__("" : "+x"(v)); /* one load for both FMAs */
-                oa[d] = _mm256_fmadd_ps(pj, v, oa[d]);
-                ob[d] = _mm256_fmadd_ps(qj, v, ob[d]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int d = 0; d < QV; d++) {
-            _mm256_storeu_ps(oda + part + 8 * d, oa[d]);
-            _mm256_storeu_ps(odb + part + 8 * d, ob[d]);
-        }
-    }
+    float ca = att_softmax(pa, nb, scale, max_a, sum_a);
+    float cb = att_softmax(pb, nb, scale, max_b, sum_b);
+    att_pv(2, pa, pb, nb, ca, cb, oda, odb, vw);
 }
 
 static inline void att_store(const float *oh, float run_sum, float *out) {
