@@ -403,47 +403,60 @@ static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_
 /* P.V for one head (heads = 1: pa, oda) or two heads of one row (pb,
  * odb too; same positions, same V rows), outputs rescaled by their
  * softmax factors first: per output the rescale, then FMAs over the
- * positions in order -- the same steps whichever the call. One head takes
- * half its outputs a pass (8 accumulators, 8 chains); two take a quarter
- * of each (8 accumulators) and share each V vector: 6 loads per 8 FMAs
- * where one head takes 9 (eight V vectors and its p_j). On Zen 5, whose L1
- * serves more loads a cycle than this needs, the pair measured within
- * noise (prefill attention 85-88 -> 86-90 GFLOPS, decode at 4,096 even);
- * kept for the AVX2 machines this tier is for: a Zen 3 core's L1 delivers
- * two 256-bit loads a cycle, so 9 loads per 8 FMAs would bound it there
- * -- not yet measured on one. (gcc would fold the V load into both FMAs
- * as memory operands; the empty asm keeps it in a register, as
- * kernels_avx512.h's pair does.) */
+ * positions in order -- the same steps whichever the call or the pass an
+ * output falls in. One pass holds QV of a head's 16 vectors (two heads:
+ * QV of each, sharing every V vector). The FMA latency (4 cycles at two a
+ * cycle on Zen 4/5) bounds a pass of 8 chains: two heads take passes of
+ * 6, 6 and 4 vectors (12, 12 and 8 chains; 8 loads per 12 FMAs), one head
+ * passes of 8 (9 loads per 8 FMAs). Zen 5: with two heads' passes of 4
+ * (8 chains) the P.V loop held ~10 % of a 2,048-token prefill's samples;
+ * passes of 6 took kernel_micro att avx2 bf16 2048 1 512 from 76.0 to
+ * 83.2 GFLOPS (means of 6 interleaved runs), prefill 2,048 +1-6 %
+ * (docs/ARCHITECTURE.md "Stop 49"). (gcc
+ * would fold the V load into both FMAs as memory operands; the empty asm
+ * keeps it in a register, as kernels_avx512.h's pair does.) */
+static inline __attribute__((always_inline)) void att_pv_pass(int two, int QV, int part,
+                                                              const float *pa, const float *pb,
+                                                              uint32_t nb, __m256 va, __m256 vb,
+                                                              float *oda, float *odb,
+                                                              const att_krow *vw) {
+    __m256 oa[8], ob[8];
+    #pragma GCC unroll 8
+    for (int d = 0; d < QV; d++) {
+        oa[d] = _mm256_mul_ps(_mm256_loadu_ps(oda + part + 8 * d), va);
+        if (two) ob[d] = _mm256_mul_ps(_mm256_loadu_ps(odb + part + 8 * d), vb);
+    }
+    for (uint32_t j = 0; j < nb; j++) {
+        const float *vr = vw[j].k + part;
+        __m256 pj = _mm256_set1_ps(pa[j]), qj = two ? _mm256_set1_ps(pb[j]) : pj;
+        #pragma GCC unroll 8
+        for (int d = 0; d < QV; d++) {
+            __m256 v = _mm256_load_ps(vr + 8 * d);
+            if (two) __asm__("" : "+x"(v)); /* one load for both FMAs */
+            oa[d] = _mm256_fmadd_ps(pj, v, oa[d]);
+            if (two) ob[d] = _mm256_fmadd_ps(qj, v, ob[d]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int d = 0; d < QV; d++) {
+        _mm256_storeu_ps(oda + part + 8 * d, oa[d]);
+        if (two) _mm256_storeu_ps(odb + part + 8 * d, ob[d]);
+    }
+}
+
 static inline __attribute__((always_inline)) void att_pv(int heads, const float *pa,
                                                          const float *pb, uint32_t nb, float ca,
                                                          float cb, float *oda, float *odb,
                                                          const att_krow *vw) {
-    const int two = heads == 2; /* a compile-time constant at every call */
-    const int QV = two ? 4 : 8; /* vectors per head per pass */
+    _Static_assert(KIPP_HEAD_DIM == 128, "the passes below cover 16 vectors");
     const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
-    for (int part = 0; part < KIPP_HEAD_DIM; part += 8 * QV) {
-        __m256 oa[8], ob[4];
-        #pragma GCC unroll 8
-        for (int d = 0; d < QV; d++) {
-            oa[d] = _mm256_mul_ps(_mm256_loadu_ps(oda + part + 8 * d), va);
-            if (two) ob[d] = _mm256_mul_ps(_mm256_loadu_ps(odb + part + 8 * d), vb);
-        }
-        for (uint32_t j = 0; j < nb; j++) {
-            const float *vr = vw[j].k + part;
-            __m256 pj = _mm256_set1_ps(pa[j]), qj = two ? _mm256_set1_ps(pb[j]) : pj;
-            #pragma GCC unroll 8
-            for (int d = 0; d < QV; d++) {
-                __m256 v = _mm256_load_ps(vr + 8 * d);
-                if (two) __asm__("" : "+x"(v)); /* one load for both FMAs */
-                oa[d] = _mm256_fmadd_ps(pj, v, oa[d]);
-                if (two) ob[d] = _mm256_fmadd_ps(qj, v, ob[d]);
-            }
-        }
-        #pragma GCC unroll 8
-        for (int d = 0; d < QV; d++) {
-            _mm256_storeu_ps(oda + part + 8 * d, oa[d]);
-            if (two) _mm256_storeu_ps(odb + part + 8 * d, ob[d]);
-        }
+    if (heads == 2) {
+        att_pv_pass(1, 6, 0, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(1, 6, 48, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(1, 4, 96, pa, pb, nb, va, vb, oda, odb, vw);
+    } else {
+        att_pv_pass(0, 8, 0, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(0, 8, 64, pa, pb, nb, va, vb, oda, odb, vw);
     }
 }
 
