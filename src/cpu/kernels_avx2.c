@@ -470,7 +470,7 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
 }
 
 /* Two query heads of one row: each runs att_block's steps unchanged (its
- * softmax, then att_pv's per-output sequence), their P.V in one pass. */
+ * softmax, then att_pv's per-output sequence), their P.V in shared passes (att_pv). */
 #define ATT_HAS_PAIR 1
 static inline void att_block_pair(float *pa, float *pb, uint32_t nb, float scale, float *max_a,
                                   float *sum_a, float *max_b, float *sum_b, float *oda,
