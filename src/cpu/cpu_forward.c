@@ -24,7 +24,10 @@
  *   5 attn_output + residual units = output-column ranges
  *   6 ffn_norm + pack        one unit per row
  *   7 gate, up, SiLU*up, pack units = output-column ranges
- *   8 ffn_down + residual    units = output-column ranges */
+ *   8 ffn_down + residual    units = output-column ranges
+ * In the last layer, regions 4-8 run only for the rows that want logits,
+ * gathered to the front after region 3 has stored every row's K and V
+ * (gather_logit_rows); then the final norm and the output head. */
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
@@ -520,14 +523,9 @@ static void region_logits(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     matmul_cols(m, &m->w->output, 0, b, e, g->logit_rows, m->logit_rows);
 }
 
-/* ---- the forward pass over one chunk of rows --------------------------- */
-
-static void forward_chunk(cpu_model *m, float *const *logits) {
-    const kipp_weights *w = m->w;
-    uint32_t R = m->n_rows;
-    region g = {.m = m, .n_rows = R};
-
-    /* Attention runs: consecutive rows of one session, capped at att_rows. */
+/* Attention runs of rows [0, R): consecutive rows of one session at
+ * consecutive positions, capped at att_rows. */
+static void plan_att_runs(cpu_model *m, uint32_t R) {
     m->n_att_runs = 0;
     for (uint32_t r = 0; r < R; r++) {
         uint32_t last = m->n_att_runs - 1;
@@ -539,6 +537,38 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
             m->att_run_len[m->n_att_runs++] = 1;
         }
     }
+}
+
+/* Before the last layer's attention: the rows that want logits, gathered
+ * to the front (their residual, their rotated queries, their session and
+ * position; logit_rows[i] is row i's output), and their attention runs.
+ * The other rows are done once the last layer has stored their K and V:
+ * nothing reads their attention output, MLP or residual after that.
+ * Returns how many rows go on. */
+static uint32_t gather_logit_rows(cpu_model *m, uint32_t R, float *const *logits) {
+    uint32_t nl = 0;
+    for (uint32_t r = 0; r < R; r++) {
+        if (!logits[r]) continue;
+        if (nl != r) {
+            memcpy(row(m->x, m->H, nl), row(m->x, m->H, r), m->H * sizeof(float));
+            memcpy(row(m->q, m->A, nl), row(m->q, m->A, r), m->A * sizeof(float));
+            m->row_kv[nl] = m->row_kv[r];
+            m->row_pos[nl] = m->row_pos[r];
+        }
+        m->logit_rows[nl++] = logits[r];
+    }
+    plan_att_runs(m, nl);
+    return nl;
+}
+
+/* ---- the forward pass over one chunk of rows --------------------------- */
+
+static void forward_chunk(cpu_model *m, float *const *logits) {
+    const kipp_weights *w = m->w;
+    uint32_t R = m->n_rows;
+    region g = {.m = m, .n_rows = R};
+
+    plan_att_runs(m, R);
 
     for (uint32_t r = 0; r < R; r++) {
         /* Token embedding: x = token_embd[token] (hidden,) */
@@ -568,6 +598,16 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
+        /* The last layer goes on with the rows that want logits only
+         * (gather_logit_rows): a prompt's rows but its last need nothing
+         * past their K/V, and a chunk of them skips the rest of the layer
+         * (docs/ARCHITECTURE.md, "Stop 50"). Each row's steps do not
+         * depend on the rows beside it (batch invariance), so its logits
+         * are the same bits either way. */
+        if (l + 1 == m->ckpt->layers) {
+            R = g.n_rows = gather_logit_rows(m, R, logits);
+            if (R == 0) break;
+        }
         /* Causal grouped-query attention over the paged cache. */
         kipp_pool_run(m->pool, region_attention, &g, m->n_att_runs * KIPP_KV_HEADS);
         /* Output projection (heads*128 -> hidden) plus residual. */
@@ -584,14 +624,9 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         kipp_pool_run(m->pool, region_out_residual, &g, m->cols_h.n);
     }
 
-    /* Final RMSNorm and output head, only for rows that want logits:
-     * their residuals are gathered to the front first. */
-    uint32_t nl = 0;
-    for (uint32_t r = 0; r < R; r++) {
-        if (!logits[r]) continue;
-        if (nl != r) memcpy(row(m->x, m->H, nl), row(m->x, m->H, r), m->H * sizeof(float));
-        m->logit_rows[nl++] = logits[r];
-    }
+    /* Final RMSNorm and output head for the rows that want logits: rows
+     * [0, R) since the last layer's gather. */
+    uint32_t nl = R;
     if (nl) {
         g.norm = w->output_norm.data;
         g.n_rows = nl;

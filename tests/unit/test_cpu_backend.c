@@ -9,7 +9,9 @@
  *   - a session alone == the same session inside a batch with sessions of
  *     other lengths (prefill and decode);
  *   - a scrambled block table == the identity table;
- *   - truncate + resume == the original run.
+ *   - truncate + resume == the original run;
+ *   - logits asked for some rows only (a batch's last rows) == the same
+ *     rows' logits when every row asks, and the next token after either.
  *  Against the oracle (`ref`): identical argmax and NMSE <= the model's
  *  bound (plan.nmse_bound, set from measurement; the opt-in avx512bf16
  *  tier: plan.nmse_bound_bf16 and test_tiers.h's near-tie argmax rule)
@@ -411,6 +413,70 @@ static void chunk_crossing(void) {
     free(c);
 }
 
+/* Rows that want no logits stop after the last layer's K/V store
+ * (cpu_forward.c gather_logit_rows): the rest of that layer runs for the
+ * rows that want logits only, gathered to the front. Here, on
+ * synthetic-tiny and every tier, one eval of three sessions -- A wants its
+ * last row's logits, C none, B its last three (so the gathered rows come
+ * from two sessions, with C's rows between them) -- must give A's and B's
+ * rows the bits of each prompt fed alone with every row's logits; then
+ * one more token on each of the three must match the same token after
+ * the reference feeds (bitwise), which reads every row's last-layer K/V,
+ * C's included. */
+static void logit_rows_only(void) {
+    enum { LA = 70, LB = 45, LC = 20, NB = 3 };
+    snprintf(model_path, sizeof model_path, "%s/models/synthetic-tiny.gguf", test_build_dir());
+    fprintf(stderr, "synthetic-tiny, logits for some rows only:\n");
+    rng_state = 0x1061751ull;
+    int32_t pa[LA], pb[LB], pc[LC], next = rand_token();
+    for (int i = 0; i < LA; i++) pa[i] = rand_token();
+    for (int i = 0; i < LB; i++) pb[i] = rand_token();
+    for (int i = 0; i < LC; i++) pc[i] = rand_token();
+    const int32_t *prompts[3] = {pa, pb, pc};
+    const uint32_t lens[3] = {LA, LB, LC};
+    float *all[3] = {logits_buf(LA), logits_buf(LB), logits_buf(LC)};
+    float *step_ref = logits_buf(3), *step = logits_buf(3), *a = logits_buf(1),
+          *b = logits_buf(NB);
+    for (int t = 0; t < TEST_TIER_COUNT; t++) {
+        if (!test_tier_kernels(t)) continue;
+        const char *isa = test_tier_names[t];
+        kipp_model *m = open_model(KIPP_BACKEND_CPU, isa, 2);
+        if (!m) continue;
+        kipp_error err = {0};
+        kipp_session *ref[3], *s[3];
+        for (int i = 0; i < 3; i++) {
+            ref[i] = new_session(m, 128);
+            s[i] = new_session(m, 128);
+            feed(m, ref[i], prompts[i], lens[i], NULL, all[i]);
+        }
+        kipp_eval_item batch[3] = {{s[0], pa, LA, 1, a}, {s[2], pc, LC, 0, NULL},
+                                   {s[1], pb, LB, NB, b}};
+        CHECK(kipp_eval(m, batch, 3, &err) == KIPP_OK);
+        same_bits("A's last row alone vs every row's", isa, all[0] + (size_t)(LA - 1) * V, a, 1);
+        same_bits("B's last rows alone vs every row's", isa, all[1] + (size_t)(LB - NB) * V, b,
+                  NB);
+        for (int i = 0; i < 3; i++) {
+            kipp_eval_item r1 = {ref[i], &next, 1, 1, step_ref + (size_t)i * V};
+            kipp_eval_item s1 = {s[i], &next, 1, 1, step + (size_t)i * V};
+            CHECK(kipp_eval(m, &r1, 1, &err) == KIPP_OK);
+            CHECK(kipp_eval(m, &s1, 1, &err) == KIPP_OK);
+        }
+        same_bits("the next token after A, B, C", isa, step_ref, step, 3);
+        fprintf(stderr, "  %-10s logit rows of a 3-session batch and the next token: compared\n",
+                isa);
+        for (int i = 0; i < 3; i++) {
+            kipp_session_destroy(ref[i]);
+            kipp_session_destroy(s[i]);
+        }
+        kipp_model_close(m);
+    }
+    for (int i = 0; i < 3; i++) free(all[i]);
+    free(step_ref);
+    free(step);
+    free(a);
+    free(b);
+}
+
 /* Under ThreadSanitizer (5-15x slower) a smaller plan: the same gates on
  * synthetic-tiny only, still crossing a KV block boundary. */
 #if defined(__SANITIZE_THREAD__)
@@ -438,6 +504,7 @@ int main(void) {
                                                 .nmse_bound = NMSE_TINY_INSTRUCT,
                                                 .nmse_bound_bf16 = NMSE_BF16_ACT});
     chunk_crossing();
+    logit_rows_only();
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0)
         run_model("synthetic-0.6b", (plan){.L = 45, .decode = 4, .cut = 30, .capacity = 64,
