@@ -358,6 +358,12 @@ static void run_model(const char *name, plan p) {
     free(other2);
 }
 
+/* Tier t of test_tiers.h on the current model_path, two threads; NULL
+ * where the processor lacks the tier (a named skip) or the open failed. */
+static kipp_model *open_tier_model(int t) {
+    return test_tier_kernels(t) ? open_model(KIPP_BACKEND_CPU, test_tier_names[t], 2) : NULL;
+}
+
 /* An eval of more rows than a chunk (KIPP_CPU_CHUNK_ROWS) runs the layers
  * chunk by chunk, and a row after a chunk's end reads the K/V the earlier
  * chunk stored. The plans above stay inside one chunk, so here, on
@@ -381,9 +387,8 @@ static void chunk_crossing(void) {
     for (int i = 0; i < L; i++) prompt[i] = rand_token();
     for (int i = 0; i < OTHER; i++) other[i] = rand_token();
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
-        if (!test_tier_kernels(t)) continue;
         const char *isa = test_tier_names[t];
-        kipp_model *m = open_model(KIPP_BACKEND_CPU, isa, 2);
+        kipp_model *m = open_tier_model(t);
         if (!m) continue;
         kipp_error err = {0};
         kipp_session *s = new_session(m, 512), *s2 = new_session(m, 512),
@@ -438,9 +443,8 @@ static void logit_rows_only(void) {
     float *step_ref = logits_buf(3), *step = logits_buf(3), *a = logits_buf(1),
           *b = logits_buf(NB);
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
-        if (!test_tier_kernels(t)) continue;
         const char *isa = test_tier_names[t];
-        kipp_model *m = open_model(KIPP_BACKEND_CPU, isa, 2);
+        kipp_model *m = open_tier_model(t);
         if (!m) continue;
         kipp_error err = {0};
         kipp_session *ref[3], *s[3];
