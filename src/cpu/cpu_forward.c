@@ -599,11 +599,11 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
         /* The last layer goes on with the rows that want logits only
-         * (gather_logit_rows): a prompt's rows but its last need nothing
-         * past their K/V, and a chunk of them skips the rest of the layer
-         * (docs/ARCHITECTURE.md, "Stop 50"). Each row's steps do not
-         * depend on the rows beside it (batch invariance), so its logits
-         * are the same bits either way. */
+         * (gather_logit_rows): every row of a prompt but its last needs
+         * nothing past its K/V, and a chunk with no row that wants logits
+         * ends here (docs/ARCHITECTURE.md, "Stop 50"). Each row's steps
+         * do not depend on the rows beside it (batch invariance), so its
+         * logits are the same bits either way. */
         if (l + 1 == m->ckpt->layers) {
             R = g.n_rows = gather_logit_rows(m, R, logits);
             if (R == 0) break;
@@ -626,12 +626,11 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
 
     /* Final RMSNorm and output head for the rows that want logits: rows
      * [0, R) since the last layer's gather. */
-    uint32_t nl = R;
-    if (nl) {
+    if (R) {
         g.norm = w->output_norm.data;
-        g.n_rows = nl;
-        g.logit_rows = nl;
-        kipp_pool_run(m->pool, region_norm_pack, &g, nl);
+        g.n_rows = R;
+        g.logit_rows = R;
+        kipp_pool_run(m->pool, region_norm_pack, &g, R);
         kipp_pool_run(m->pool, region_logits, &g, m->cols_vocab.n);
     }
 }
