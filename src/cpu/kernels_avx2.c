@@ -453,13 +453,14 @@ static inline __attribute__((always_inline)) void att_pv(int heads, const float 
                                                          const att_krow *vw) {
     _Static_assert(KIPP_HEAD_DIM == 128, "the passes below cover 16 vectors");
     const __m256 va = _mm256_set1_ps(ca), vb = _mm256_set1_ps(cb);
+    /* each pass starts where the previous one's vectors (8 floats each) end */
     if (heads == 2) {
         att_pv_pass(1, 6, 0, pa, pb, nb, va, vb, oda, odb, vw);
-        att_pv_pass(1, 6, 48, pa, pb, nb, va, vb, oda, odb, vw);
-        att_pv_pass(1, 4, 96, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(1, 6, 8 * 6, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(1, 4, 8 * (6 + 6), pa, pb, nb, va, vb, oda, odb, vw);
     } else {
         att_pv_pass(0, 8, 0, pa, pb, nb, va, vb, oda, odb, vw);
-        att_pv_pass(0, 8, 64, pa, pb, nb, va, vb, oda, odb, vw);
+        att_pv_pass(0, 8, 8 * 8, pa, pb, nb, va, vb, oda, odb, vw);
     }
 }
 
