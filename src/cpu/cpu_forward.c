@@ -17,12 +17,12 @@
  *
  * Parallel regions per layer (one fork/join each; units claimed
  * dynamically by whichever thread is running, see pool.h):
- *   1 attn_norm + pack       one unit per row
+ *   1 attn_norm + pack       rows (task_units: several a unit)
  *   2 q, k, v projections    units = output-column ranges
- *   3 q/k norm, RoPE, store  one unit per (row, KV head)
+ *   3 q/k norm, RoPE, store  (row, KV head) tasks (task_units)
  *   4 attention + pack       one unit per (KV head, run of a session's rows)
  *   5 attn_output + residual units = output-column ranges
- *   6 ffn_norm + pack        one unit per row
+ *   6 ffn_norm + pack        rows (task_units)
  *   7 gate, up, SiLU*up, pack units = output-column ranges
  *   8 ffn_down + residual    units = output-column ranges
  * In the last layer, regions 4-8 run only for the rows that want logits,
@@ -561,6 +561,20 @@ static uint32_t gather_logit_rows(cpu_model *m, uint32_t R, float *const *logits
     return nl;
 }
 
+/* Units for a region of `tasks` small independent tasks (rows, or (row,
+ * KV head) pairs): each claim of a unit moves the pool's claim line from
+ * one core to the other, about what one (row, head) task of region 3
+ * costs, so a region of many tasks claims TASKS_PER_UNIT at a time, and a
+ * short one (decode's one row) keeps a task a unit, so that every thread
+ * takes part. Which unit runs a task changes no result. */
+enum { TASKS_PER_UNIT = 8 };
+static uint32_t task_units(const cpu_model *m, uint32_t tasks) {
+    uint32_t spread = 4 * (uint32_t)kipp_pool_threads(m->pool);
+    uint32_t units = (tasks + TASKS_PER_UNIT - 1) / TASKS_PER_UNIT;
+    if (units < spread) units = tasks < spread ? tasks : spread;
+    return units;
+}
+
 /* ---- the forward pass over one chunk of rows --------------------------- */
 
 static void forward_chunk(cpu_model *m, float *const *logits) {
@@ -594,10 +608,10 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
 
         /* Attention block: xn = RMSNorm(x); q, k, v projections. */
         g.norm = L->attn_norm.data;
-        kipp_pool_run(m->pool, region_norm_pack, &g, R);
+        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
         kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
-        kipp_pool_run(m->pool, region_qk_rope_store, &g, R * KIPP_KV_HEADS);
+        kipp_pool_run(m->pool, region_qk_rope_store, &g, task_units(m, R * KIPP_KV_HEADS));
         /* The last layer goes on with the rows that want logits only
          * (gather_logit_rows): every row of a prompt but its last needs
          * nothing past its K/V, and a chunk with no row that wants logits
@@ -617,7 +631,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
 
         /* MLP block: x += down(SiLU(gate(xn)) * up(xn)), xn = RMSNorm(x). */
         g.norm = L->ffn_norm.data;
-        kipp_pool_run(m->pool, region_norm_pack, &g, R);
+        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
         kipp_pool_run(m->pool, region_gate_up, &g, m->cols_f.n);
         g.out_w = &L->ffn_down;
         g.out_buf = 1;
@@ -630,7 +644,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         g.norm = w->output_norm.data;
         g.n_rows = R;
         g.logit_rows = R;
-        kipp_pool_run(m->pool, region_norm_pack, &g, R);
+        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
         kipp_pool_run(m->pool, region_logits, &g, m->cols_vocab.n);
     }
 }

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/common.h"
 
@@ -25,21 +26,32 @@ typedef struct worker {
     pthread_t thread;
 } worker;
 
+/* The shared words sit on three cache lines by who writes them when:
+ * `generation`, `stop` and the wake-up (written once a job, read by
+ * waiting workers), `claim` with the job it claims from (written once a unit by whichever
+ * thread claims it; fn, ctx and n_units are read right after, so they
+ * share claim's line), and `done` (written once a unit when it finishes,
+ * read by the spinning caller). On one line, every claim and every
+ * finished unit also pulled the line from a core that was only waiting.
+ * A claim still moves claim's line between the claiming cores, so the
+ * cpu backend gives its regions of many tiny tasks a few tasks a unit
+ * (cpu_forward.c task_units; docs/ARCHITECTURE.md "Stop 51"). */
+#define POOL_LINE 64
 struct kipp_pool {
     int n;
     worker *workers; /* [n - 1], tid 1..n-1 */
     int started;
     uint32_t job;    /* caller's job counter (caller-only) */
-    _Atomic uint64_t generation;
-    _Atomic uint64_t claim; /* job << 32 | next unit */
-    _Atomic uint32_t done;
+    _Alignas(POOL_LINE) _Atomic uint64_t generation;
     _Atomic int stop;
+    pthread_mutex_t mutex; /* the caller's, once a job; a worker's when it sleeps */
+    pthread_cond_t wake;
+    _Alignas(POOL_LINE) _Atomic uint64_t claim; /* job << 32 | next unit */
     /* The current job: written by the caller before claim is published. */
     _Atomic(kipp_pool_fn) fn;
     _Atomic(void *) ctx;
     _Atomic uint32_t n_units;
-    pthread_mutex_t mutex;
-    pthread_cond_t wake;
+    _Alignas(POOL_LINE) _Atomic uint32_t done;
 };
 
 static inline void cpu_relax(void) {
@@ -98,8 +110,10 @@ int kipp_pool_create(int n_threads, kipp_pool **out, kipp_error *err) {
     *out = NULL;
     if (n_threads < 1 || n_threads > 1024)
         return kipp_fail(err, KIPP_E_ARGUMENT, "thread count %d out of range 1..1024", n_threads);
-    kipp_pool *p = kipp_calloc(1, sizeof *p, err);
-    if (!p) return KIPP_E_MEMORY;
+    /* aligned as its lines are (sizeof is a multiple of POOL_LINE) */
+    kipp_pool *p = aligned_alloc(POOL_LINE, sizeof *p);
+    if (!p) return kipp_fail(err, KIPP_E_MEMORY, "out of memory for the thread pool");
+    memset(p, 0, sizeof *p);
     p->n = n_threads;
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
