@@ -25,8 +25,10 @@
  *   6 ffn_norm + pack        rows (task_units)
  *   7 gate, up, SiLU*up, pack units = output-column ranges
  *   8 ffn_down + residual    units = output-column ranges
- * In the last layer, regions 4-8 run only for the rows that want logits,
- * gathered to the front after region 3 has stored every row's K and V
+ * In the last layer, the query projection and regions 4-8 run only for
+ * the rows that want logits: their queries are projected from copies of
+ * their packed inputs (logit_queries), and the rows are gathered to the
+ * front after region 3 has stored every row's K and V
  * (gather_logit_rows); then the final norm and the output head. */
 #include <assert.h>
 #include <math.h>
@@ -114,6 +116,9 @@ typedef struct cpu_model {
      * consecutive positions, at most att_rows long. */
     uint32_t n_att_runs;
     uint8_t att_run_first[MAX_ROWS], att_run_len[MAX_ROWS];
+    /* The last layer's rows that want logits: row i of them is chunk row
+     * logit_src[i] (logit_sources). */
+    uint8_t logit_src[MAX_ROWS];
     uint32_t layer;
 } cpu_model;
 
@@ -340,6 +345,11 @@ typedef struct region {
     const kipp_layer_weights *L;
     const float *norm;     /* regions 1, 6 */
     uint32_t n_rows;       /* rows this region works on */
+    /* Region 2's q projection and region 3's queries: rows [0, q_rows) of
+     * act[q_buf] and of q. Every row but in the last layer, where only the
+     * rows that want logits need a query (logit_queries). */
+    uint32_t q_rows;
+    int q_buf;
     const kipp_tensor *out_w; /* region 5/8: attn_output or ffn_down */
     int out_buf;           /* which packed buffer out_w reads */
     uint32_t logit_rows;   /* output head */
@@ -371,7 +381,9 @@ static void region_qkv(void *ctx, uint32_t unit, uint32_t n_units, int tid) {
     for (int i = 0; i < 3; i++) {
         uint32_t len = (uint32_t)w[i]->rows;
         uint32_t lo = b > start ? b - start : 0, hi = e - start < len ? e - start : len;
-        if (e > start && lo < hi) matmul_cols(m, w[i], 0, lo, hi, g->n_rows, y[i]);
+        if (e > start && lo < hi)
+            matmul_cols(m, w[i], i == 0 ? g->q_buf : 0, lo, hi, i == 0 ? g->q_rows : g->n_rows,
+                        y[i]);
         start += len;
     }
 }
@@ -397,10 +409,14 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
     for (uint32_t t = b; t < e; t++) {
         uint32_t r = t / KIPP_KV_HEADS, kvh = t % KIPP_KV_HEADS;
         const float *cs = row(m->rope, KIPP_HEAD_DIM, r);
-        for (uint32_t h = kvh * m->group; h < (kvh + 1) * m->group; h++) {
-            float *qh = row(m->q, m->A, r) + (size_t)h * KIPP_HEAD_DIM;
-            kr->rmsnorm(qh, qh, g->L->attn_q_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
-            kr->rope(qh, cs, cs + HALF_DIM);
+        if (r < g->q_rows) { /* query row r is chunk row r, or logit_src[r] */
+            uint32_t src = g->q_rows < g->n_rows ? m->logit_src[r] : r;
+            const float *qcs = row(m->rope, KIPP_HEAD_DIM, src);
+            for (uint32_t h = kvh * m->group; h < (kvh + 1) * m->group; h++) {
+                float *qh = row(m->q, m->A, r) + (size_t)h * KIPP_HEAD_DIM;
+                kr->rmsnorm(qh, qh, g->L->attn_q_norm.data, KIPP_HEAD_DIM, KIPP_RMS_EPS);
+                kr->rope(qh, qcs, qcs + HALF_DIM);
+            }
         }
         float *kh = row(m->k, KIPP_KV_ROW, r) + (size_t)kvh * KIPP_HEAD_DIM;
         const float *vh = row(m->v, KIPP_KV_ROW, r) + (size_t)kvh * KIPP_HEAD_DIM;
@@ -539,26 +555,46 @@ static void plan_att_runs(cpu_model *m, uint32_t R) {
     }
 }
 
-/* Before the last layer's attention: the rows that want logits, gathered
- * to the front (their residual, their rotated queries, their session and
- * position; logit_rows[i] is row i's output), and their attention runs.
- * The other rows are done once the last layer has stored their K and V:
- * nothing reads their attention output, MLP or residual after that.
- * Returns how many rows go on. */
-static uint32_t gather_logit_rows(cpu_model *m, uint32_t R, float *const *logits) {
+/* The last layer's rows that want logits, in chunk order: the i-th is
+ * chunk row logit_src[i], its output logit_rows[i]. Returns how many. */
+static uint32_t logit_sources(cpu_model *m, uint32_t R, float *const *logits) {
     uint32_t nl = 0;
     for (uint32_t r = 0; r < R; r++) {
         if (!logits[r]) continue;
-        if (nl != r) {
-            memcpy(row(m->x, m->H, nl), row(m->x, m->H, r), m->H * sizeof(float));
-            memcpy(row(m->q, m->A, nl), row(m->q, m->A, r), m->A * sizeof(float));
-            m->row_kv[nl] = m->row_kv[r];
-            m->row_pos[nl] = m->row_pos[r];
-        }
+        m->logit_src[nl] = (uint8_t)r;
         m->logit_rows[nl++] = logits[r];
     }
-    plan_att_runs(m, nl);
     return nl;
+}
+
+/* The last layer projects queries for those rows alone (K and V still
+ * take every row): their packed inputs are copied from act[0] to the front
+ * of act[1] (free until region 7 of this layer), region 2 projects q from
+ * there, and region 3 rotates query row i by chunk row logit_src[i]'s
+ * angles. When every row wants logits (decode, --all-logits) nothing
+ * moves. */
+static void logit_queries(cpu_model *m, region *g, uint32_t nl) {
+    if (nl == g->n_rows) return;
+    for (uint32_t i = 0; i < nl; i++)
+        memcpy(act_row(m, 1, i), act_row(m, 0, m->logit_src[i]), m->kern->act_bytes(m->H));
+    g->q_buf = 1;
+    g->q_rows = nl;
+}
+
+/* After the last layer's region 3: the rows that want logits, moved to the
+ * front (their residual, their session and position; their queries are
+ * there already), and their attention runs. The other rows are done once
+ * region 3 has stored their K and V: nothing reads their attention
+ * output, MLP or residual after that. */
+static void gather_logit_rows(cpu_model *m, uint32_t nl) {
+    for (uint32_t i = 0; i < nl; i++) {
+        uint32_t r = m->logit_src[i];
+        if (r == i) continue;
+        memcpy(row(m->x, m->H, i), row(m->x, m->H, r), m->H * sizeof(float));
+        m->row_kv[i] = m->row_kv[r];
+        m->row_pos[i] = m->row_pos[r];
+    }
+    plan_att_runs(m, nl);
 }
 
 /* Units for a region of `tasks` small independent tasks (rows, or (row,
@@ -580,7 +616,7 @@ static uint32_t task_units(const cpu_model *m, uint32_t tasks) {
 static void forward_chunk(cpu_model *m, float *const *logits) {
     const kipp_weights *w = m->w;
     uint32_t R = m->n_rows;
-    region g = {.m = m, .n_rows = R};
+    region g = {.m = m, .n_rows = R, .q_rows = R};
 
     plan_att_runs(m, R);
 
@@ -609,17 +645,25 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         /* Attention block: xn = RMSNorm(x); q, k, v projections. */
         g.norm = L->attn_norm.data;
         kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
+        /* The last layer goes on with the rows that want logits only:
+         * every row of a prompt but its last needs nothing past its K/V.
+         * Their queries alone are projected (logit_queries); after region
+         * 3 has stored every row's K and V, the rows are gathered
+         * (gather_logit_rows) and a chunk with none ends
+         * (docs/ARCHITECTURE.md, "Stop 50" and "Stop 51"). Each row's
+         * steps do not depend on the rows beside it (batch invariance),
+         * so its logits are the same bits either way. */
+        uint32_t nl = R;
+        if (l + 1 == m->ckpt->layers) {
+            nl = logit_sources(m, R, logits);
+            logit_queries(m, &g, nl);
+        }
         kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, task_units(m, R * KIPP_KV_HEADS));
-        /* The last layer goes on with the rows that want logits only
-         * (gather_logit_rows): every row of a prompt but its last needs
-         * nothing past its K/V, and a chunk with no row that wants logits
-         * ends here (docs/ARCHITECTURE.md, "Stop 50"). Each row's steps
-         * do not depend on the rows beside it (batch invariance), so its
-         * logits are the same bits either way. */
         if (l + 1 == m->ckpt->layers) {
-            R = g.n_rows = gather_logit_rows(m, R, logits);
+            gather_logit_rows(m, nl);
+            R = g.n_rows = g.q_rows = nl;
             if (R == 0) break;
         }
         /* Causal grouped-query attention over the paged cache. */
