@@ -28,14 +28,14 @@ typedef struct worker {
 
 /* The shared words sit on three cache lines by who writes them when:
  * `generation`, `stop` and the wake-up (written once a job, read by
- * waiting workers), `claim` with the job it claims from (written once a unit by whichever
- * thread claims it; fn, ctx and n_units are read right after, so they
- * share claim's line), and `done` (written once a unit when it finishes,
- * read by the spinning caller). On one line, every claim and every
- * finished unit also pulled the line from a core that was only waiting.
- * A claim still moves claim's line between the claiming cores, so the
- * cpu backend gives its regions of many tiny tasks a few tasks a unit
- * (cpu_forward.c task_units; docs/ARCHITECTURE.md "Stop 51"). */
+ * waiting workers); `claim` with the job it claims from (written once a
+ * unit by whichever thread claims it; fn, ctx and n_units are read right
+ * after it, so they share its line); `done` (written once a unit when it
+ * finishes, read by the spinning caller). On one line, every claim and
+ * every finished unit also pulled the line from a core that was only
+ * waiting. A claim still moves claim's line between the claiming cores,
+ * so the cpu backend gives its regions of many tiny tasks a few tasks a
+ * unit (cpu_forward.c task_units; docs/ARCHITECTURE.md "Stop 51"). */
 #define POOL_LINE 64
 struct kipp_pool {
     int n;
