@@ -59,7 +59,7 @@
  * the earlier 32 (whose state fitted L1): the avx512 attention kernel at
  * 2,048 positions ran ~1.1x faster (single-thread microbenchmark, Zen 5). */
 #define ATT_PAIRS 128
-_Static_assert(MAX_ROWS <= 256, "attention runs index rows in bytes");
+_Static_assert(MAX_ROWS <= 256, "attention runs and logit_src index rows in bytes");
 _Static_assert(ATT_PAIRS >= KIPP_CPU_MAX_GROUP, "an attention unit holds at least one row");
 _Static_assert(KIPP_CPU_K_ALIGN % COL_GRAIN == 0,
                "a K-aligned hidden size is whole COL_GRAIN grains (add_grains)");
