@@ -346,8 +346,9 @@ typedef struct region {
     const float *norm;     /* regions 1, 6 */
     uint32_t n_rows;       /* rows this region works on */
     /* Region 2's q projection and region 3's queries: rows [0, q_rows) of
-     * act[q_buf] and of q. Every row but in the last layer, where only the
-     * rows that want logits need a query (logit_queries). */
+     * act[q_buf] and of q. Every row (q_buf 0), except in a last layer
+     * where only some rows want logits: those rows, copied to act[1]
+     * (q_buf 1, logit_queries). */
     uint32_t q_rows;
     int q_buf;
     const kipp_tensor *out_w; /* region 5/8: attn_output or ffn_down */
@@ -410,7 +411,7 @@ static void region_qk_rope_store(void *ctx, uint32_t unit, uint32_t n_units, int
         uint32_t r = t / KIPP_KV_HEADS, kvh = t % KIPP_KV_HEADS;
         const float *cs = row(m->rope, KIPP_HEAD_DIM, r);
         if (r < g->q_rows) { /* query row r is chunk row r, or logit_src[r] */
-            uint32_t src = g->q_rows < g->n_rows ? m->logit_src[r] : r;
+            uint32_t src = g->q_buf ? m->logit_src[r] : r;
             const float *qcs = row(m->rope, KIPP_HEAD_DIM, src);
             for (uint32_t h = kvh * m->group; h < (kvh + 1) * m->group; h++) {
                 float *qh = row(m->q, m->A, r) + (size_t)h * KIPP_HEAD_DIM;
@@ -653,15 +654,16 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
          * (docs/ARCHITECTURE.md, "Stop 50" and "Stop 51"). Each row's
          * steps do not depend on the rows beside it (batch invariance),
          * so its logits are the same bits either way. */
+        const bool last = l + 1 == m->ckpt->layers;
         uint32_t nl = R;
-        if (l + 1 == m->ckpt->layers) {
+        if (last) {
             nl = logit_sources(m, R, logits);
             logit_queries(m, &g, nl);
         }
         kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
         kipp_pool_run(m->pool, region_qk_rope_store, &g, task_units(m, R * KIPP_KV_HEADS));
-        if (l + 1 == m->ckpt->layers) {
+        if (last) {
             gather_logit_rows(m, nl);
             R = g.n_rows = g.q_rows = nl;
             if (R == 0) break;

@@ -419,8 +419,10 @@ static void chunk_crossing(void) {
 }
 
 /* Rows that want no logits stop after the last layer's K/V store
- * (cpu_forward.c gather_logit_rows): the rest of that layer runs for the
- * rows that want logits only, gathered to the front. Here, on
+ * (cpu_forward.c gather_logit_rows): that layer's query projection
+ * (logit_queries, from copies of their packed inputs) and everything after
+ * its K/V store run for the rows that want logits only, gathered to the
+ * front. Here, on
  * synthetic-tiny and every tier, one eval of three sessions -- A wants its
  * last row's logits, C none, B its last three (so the gathered rows come
  * from two sessions, with C's rows between them) -- must give A's and B's
