@@ -131,6 +131,12 @@ static http_parse_result walk_chunked(const char *buf, size_t at, size_t length,
             if (length > limit) return fail(status, reason, 413, "chunked request body too large");
             return HTTP_PARSE_INCOMPLETE;
         }
+        /* A line that ends past the bound is refused even when it is all
+         * here: otherwise the request would be accepted or refused by how
+         * its last bytes were split across reads (one byte short, the
+         * INCOMPLETE branch above says 413), and it could be longer than
+         * http_max_request_bytes. */
+        if (next > limit) return fail(status, reason, 413, "chunked request body too large");
         if (last) { /* trailer section: lines until an empty one */
             if (line_end == at) {
                 *decoded = data;
