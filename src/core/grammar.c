@@ -875,14 +875,12 @@ int kipp_grammar_accept(kipp_grammar_state *st, int32_t token, kipp_error *err) 
     if (!b || added || len == 0)
         return kipp_fail(err, KIPP_E_ARGUMENT, "grammar: token %d cannot be part of the document",
                          (int)token);
-    tset *tmp = &st->depth[0];
-    for (size_t d = 0; d < len; d++) {
-        tset_feed(g, &st->cur, b[d], tmp);
-        if (tmp->n == 0)
-            return kipp_fail(err, KIPP_E_ARGUMENT, "grammar: token %d does not continue the "
-                             "document", (int)token);
-        tset_copy(&st->cur, tmp);
-    }
+    /* Fed on scratch copies: a token whose first bytes fit and a later one
+     * does not must leave the state as it was (kipp.h). */
+    if (!token_fits(st, b, len))
+        return kipp_fail(err, KIPP_E_ARGUMENT, "grammar: token %d does not continue the "
+                         "document", (int)token);
+    tset_copy(&st->cur, &st->depth[len & 1]);
     return KIPP_OK;
 }
 

@@ -14,6 +14,8 @@
 #include "core/common.h"
 #include "core/grammar_internal.h"
 #include "core/json.h"
+#include "core/model_internal.h"
+#include "core/tokenizer_internal.h"
 #include "kipp.h"
 #include "test_util.h"
 
@@ -152,6 +154,42 @@ static void test_exact(const kipp_model *m) {
     size_t allowed = kipp_grammar_mask(st, logits);
     CHECKF(allowed == ck->n_stops, "complete document: %zu allowed, want the %u stop tokens",
            allowed, ck->n_stops);
+    free(ids);
+    kipp_grammar_state_destroy(st);
+    kipp_grammar_destroy(g);
+}
+
+/* A refused token leaves the state unchanged (kipp.h), also when its first
+ * bytes fit and a later one does not (found by tests/fuzz/fuzz_schema.c:
+ * accept used to keep the bytes that fitted). */
+static void test_refused_token_keeps_state(const kipp_model *m) {
+    kipp_error err = {0};
+    kipp_grammar *g = NULL;
+    const char *s = "{\"enum\":[\"on\",\"off\"]}";
+    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), &g, &err) == 0);
+    kipp_grammar_state *st = NULL;
+    CHECK(g && kipp_grammar_state_create(g, &st, &err) == 0);
+    if (!st) return;
+    /* a token such as "\"," or "\":": its '"' opens either value, its
+     * second byte continues neither */
+    const kipp_tokenizer *tok = m->tokenizer;
+    int32_t bad = -1;
+    for (size_t id = 0; id < tok->n_tokens && bad < 0; id++) {
+        size_t len = 0;
+        const uint8_t *b = kipp_tokenizer_token_bytes(tok, (int32_t)id, &len);
+        if (b && len >= 2 && b[0] == '"' && b[1] != 'o' && tok->types[id] == KIPP_TOKEN_NORMAL)
+            bad = (int32_t)id;
+    }
+    CHECK(bad >= 0);
+    CHECK(!kipp_grammar_allows(st, bad));
+    CHECK(kipp_grammar_accept(st, bad, &err) == KIPP_E_ARGUMENT);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(kipp_tokenize(m, "\"off\"", 5, &ids, &n, &err) == 0);
+    for (size_t i = 0; i < n; i++)
+        CHECKF(kipp_grammar_accept(st, ids[i], &err) == 0, "after a refused token: %s",
+               err.message);
+    CHECK(kipp_grammar_complete(st));
     free(ids);
     kipp_grammar_state_destroy(st);
     kipp_grammar_destroy(g);
@@ -350,6 +388,7 @@ int main(void) {
         for (int seed = 0; seed < 3; seed++) walk_schema(m, SCHEMAS[i], seed);
     test_refusals(m);
     test_exact(m);
+    test_refused_token_keeps_state(m);
     test_tool_exact(m);
     test_tool_walks(m);
     kipp_model_close(m);
