@@ -77,6 +77,7 @@ endif
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
         test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
+        fuzz-http fuzz-schema fuzz-chat-output \
         lint bench
 
 all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
@@ -277,6 +278,31 @@ fuzz-json: $(BUILD)/fuzz/fuzz_json
 fuzz-tokenizer: $(BUILD)/fuzz/fuzz_tokenizer $(MODELS)/synthetic-tiny.gguf
 	@mkdir -p $(BUILD)/fuzz/corpus-tokenizer
 	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny.gguf $< -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-tokenizer
+
+# The server's parsers of what a client sends. http.c needs libc alone;
+# chat_output.c (model output -> reasoning/content/tool calls) needs the
+# core's JSON and chat code. The schema compiler and grammar are core
+# (the generic rule above) and need a model's vocabulary.
+$(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c src/server/http.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $^
+
+fuzz-http: $(BUILD)/fuzz/fuzz_http
+	@mkdir -p $(BUILD)/fuzz/corpus-http
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-http tests/fuzz/seeds-http
+
+$(BUILD)/fuzz/fuzz_chat_output: tests/fuzz/fuzz_chat_output.c src/server/chat_output.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< src/server/chat_output.c $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-chat-output: $(BUILD)/fuzz/fuzz_chat_output
+	@mkdir -p $(BUILD)/fuzz/corpus-chat-output
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-chat-output tests/fuzz/seeds-chat-output
+
+fuzz-schema: $(BUILD)/fuzz/fuzz_schema $(MODELS)/synthetic-tiny.gguf
+	@mkdir -p $(BUILD)/fuzz/corpus-schema
+	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny.gguf $< -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		$(BUILD)/fuzz/corpus-schema tests/fuzz/seeds-schema
 
 # ---- demo --------------------------------------------------------------
 
