@@ -251,7 +251,10 @@ test-full-run: all fixtures $(TEST_BINS) $(MODELS)/synthetic-0.6b.gguf \
 # ---- fuzzing (clang libFuzzer; bounded time) ----------------------------
 
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS = $(CSTD) -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined
+# -fno-sanitize-recover: an UBSan report stops the run as a crash would
+# (recovering, it printed a line and went on, and a run "found nothing").
+FUZZ_FLAGS = $(CSTD) -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+             -fno-sanitize-recover=all
 # The fuzzed parsers (gguf, artifact, tokenizer) live in src/core; the CPU
 # backend's dispatch needs the per-ISA kernel files and their flags, so the
 # fuzz builds link the core alone with an empty backend table

@@ -45,6 +45,15 @@ chat_reasoning chat_reasoning_for(kipp_variant variant, const char *prompt, size
 chat_output *chat_output_create(chat_reasoning reasoning, bool tools) {
     chat_output *o = calloc(1, sizeof *o);
     if (!o) return NULL;
+    /* pend is never NULL: the steps compare, move and append its first
+     * o->n bytes even when o->n is 0 (an empty output: end of text first),
+     * and those library calls take no NULL pointer, whatever the length. */
+    o->cap = 256;
+    o->pend = malloc(o->cap);
+    if (!o->pend) {
+        free(o);
+        return NULL;
+    }
     o->tools = tools;
     o->mode = reasoning == CHAT_REASONING_LEADING ? M_START
               : reasoning == CHAT_REASONING_OPEN  ? M_REASON
@@ -237,7 +246,7 @@ static void process(chat_output *o, chat_delta *d, bool final) {
 
 void chat_output_push(chat_output *o, const char *text, size_t n, chat_delta *d) {
     if (o->n + n > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
+        size_t cap = o->cap;
         while (cap < o->n + n) cap *= 2;
         char *p = realloc(o->pend, cap);
         if (!p) { /* out of memory: pass the text through undecided */

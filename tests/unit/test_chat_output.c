@@ -69,6 +69,12 @@ typedef struct tcase {
 
 static const tcase CASES[] = {
     {"plain answer", true, true, "", "plain answer", ""},
+    /* nothing at all (end of text first): finish on a splitter that never
+     * buffered a byte (it moved 0 bytes from a NULL buffer: UBSan,
+     * found by tests/fuzz/fuzz_chat_output.c) */
+    {"", false, false, "", "", ""},
+    {"", true, true, "", "", ""},
+    {"", OPEN, true, "", "", ""},
     {"<think>\nplan\nmore\n</think>\n\nanswer\n", true, false, "plan\nmore", "answer\n", ""},
     {"<think>\n\n</think>\n\nok", true, false, "", "ok", ""},
     {"<think>unterminated\n", true, false, "unterminated\n", "", ""},
@@ -168,7 +174,8 @@ int main(void) {
         }
         for (size_t k = 1; k < n && k <= 512; k++) cuts[k - 1] = k;
         result r;
-        run(c->text, c->reasoning, c->tools, cuts, n - 1 < 512 ? n - 1 : 512, &r);
+        size_t n_cuts = n == 0 ? 0 : n - 1 < 512 ? n - 1 : 512; /* "" has no cut */
+        run(c->text, c->reasoning, c->tools, cuts, n_cuts, &r);
         CHECKF(same(&r.reasoning, c->want_reasoning) && same(&r.content, c->want_content) &&
                    same(&r.calls, c->want_calls),
                "case %zu byte by byte", i);
