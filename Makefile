@@ -135,6 +135,15 @@ $(BUILD)/tests/test_chat_output: tests/unit/test_chat_output.c tests/unit/test_u
 	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(BUILD)/obj/src/server/chat_output.o \
 	    $(LIB_OBJS) $(LDLIBS_ALL)
 
+# The request parser, as the server calls it: its own sources, the splitter
+# it configures and the library objects (a model's tokenizer and template).
+API_TEST_OBJS = $(patsubst %,$(BUILD)/obj/src/server/%.o,api_openai api_tools chat_output)
+
+$(BUILD)/tests/test_api_openai: tests/unit/test_api_openai.c tests/unit/test_util.h \
+                                $(API_TEST_OBJS) $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit -MMD -MP -o $@ $< $(API_TEST_OBJS) $(LIB_OBJS) $(LDLIBS_ALL)
+
 -include $(DEPS)
 
 # ---- install -------------------------------------------------------------

@@ -355,7 +355,9 @@ static int parse_logit_bias(const json_value *root, api_request *r, api_error *e
         char *end;
         long id = strtol(key, &end, 10);
         const json_value *v = lb->as.object.values[i];
-        if (!*key || *end || id < 0 || id >= KIPP_VOCAB_SIZE || key[0] == '+' || key[0] == ' ')
+        /* strtol skips leading white space and takes a sign; a token id
+         * is digits alone ("\t5" or "-0" is no id). */
+        if (key[0] < '0' || key[0] > '9' || *end || id < 0 || id >= KIPP_VOCAB_SIZE)
             return bad(e, 400, "logit_bias", "logit_bias key '%s' is not a token id", key);
         if (v->type != JSON_NUMBER || !(v->as.number.value >= -100 && v->as.number.value <= 100))
             return bad(e, 400, "logit_bias", "logit_bias values must be numbers in [-100, 100]");

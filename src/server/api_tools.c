@@ -41,6 +41,13 @@ static int fail(api_error *e, const char *param, const char *fmt, ...) {
 
 static bool present(const json_value *v) { return v && v->type != JSON_NULL; }
 
+/* A string value that is compared with strcmp must not hold a NUL, or
+ * "none\u0000x" would pass as "none" (as api_openai.c refuses NUL in
+ * names and ids). True for anything that is not a string. */
+static bool nul_free(const json_value *v) {
+    return !v || v->type != JSON_STRING || strlen(v->as.string.chars) == v->as.string.length;
+}
+
 /* OpenAI's rule for function names: [a-zA-Z0-9_-], at most 64. */
 static bool good_name(const json_value *v) {
     if (!v || v->type != JSON_STRING || v->as.string.length == 0 || v->as.string.length > 64)
@@ -61,6 +68,8 @@ static int parse_response_format(const kipp_model *m, const json_value *root, ap
     const char *type = kipp_json_get_string(rf, "type");
     if (rf->type != JSON_OBJECT || !type)
         return fail(e, "response_format", "'response_format' must be an object with a 'type'");
+    if (!nul_free(kipp_json_get(rf, "type")))
+        return fail(e, "response_format", "response_format.type must not contain NUL");
     for (size_t i = 0; i < rf->as.object.count; i++)
         if (strcmp(rf->as.object.keys[i], "type") && strcmp(rf->as.object.keys[i], "json_schema"))
             return fail(e, "response_format", "unsupported response_format key '%s'",
@@ -99,6 +108,8 @@ static int parse_tools(const kipp_model *m, const json_value *root, api_features
     const json_value *parallel = kipp_json_get(root, "parallel_tool_calls");
     if (present(parallel) && parallel->type != JSON_TRUE && parallel->type != JSON_FALSE)
         return fail(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if (!nul_free(choice) || !nul_free(kipp_json_get(kipp_json_get(choice, "function"), "name")))
+        return fail(e, "tool_choice", "'tool_choice' must not contain NUL");
     if (!present(tools)) {
         if (present(choice) && !(choice->type == JSON_STRING &&
                                  !strcmp(choice->as.string.chars, "none")))
