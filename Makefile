@@ -77,7 +77,7 @@ endif
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
         test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
-        fuzz-http fuzz-schema fuzz-chat-output \
+        fuzz-http fuzz-schema fuzz-chat-output fuzz-api \
         lint bench
 
 all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
@@ -315,6 +315,20 @@ fuzz-schema: $(BUILD)/fuzz/fuzz_schema $(MODELS)/synthetic-tiny.gguf
 	@mkdir -p $(BUILD)/fuzz/corpus-schema
 	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny.gguf $< -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 		$(BUILD)/fuzz/corpus-schema tests/fuzz/seeds-schema
+
+# The request-body parser (api_openai.c, api_tools.c) and the response
+# formatting it feeds: the core plus chat_output.c, no scheduler or HTTP.
+# An instruct model, so chat requests render through a template.
+FUZZ_API_SRCS = src/server/api_openai.c src/server/api_tools.c src/server/chat_output.c
+
+$(BUILD)/fuzz/fuzz_api: tests/fuzz/fuzz_api.c $(FUZZ_API_SRCS) $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_API_SRCS) $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-api: $(BUILD)/fuzz/fuzz_api $(MODELS)/synthetic-tiny-instruct.gguf
+	@mkdir -p $(BUILD)/fuzz/corpus-api
+	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny-instruct.gguf $< -max_total_time=$(FUZZ_SECONDS) \
+		-max_len=65536 $(BUILD)/fuzz/corpus-api tests/fuzz/seeds-api
 
 # ---- demo --------------------------------------------------------------
 

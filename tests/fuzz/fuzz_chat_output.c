@@ -16,14 +16,9 @@
 #include <string.h>
 
 #include "server/chat_output.h"
+#define FUZZ_NAME "fuzz_chat_output"
+#include "fuzz_util.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_chat_output: check failed: %s (line %d)\n", #c, __LINE__);      \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 typedef struct result {
     json_buf reasoning, content, calls; /* calls: name NUL arguments NUL ... */

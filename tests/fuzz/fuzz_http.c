@@ -20,14 +20,9 @@
 #include <string.h>
 
 #include "server/http.h"
+#define FUZZ_NAME "fuzz_http"
+#include "fuzz_util.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_http: check failed: %s (line %d)\n", #c, __LINE__);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static bool inside(const char *buf, size_t n, const char *p, size_t len) {
     return p >= buf && len <= n && (size_t)(p - buf) <= n - len;

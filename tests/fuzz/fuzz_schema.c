@@ -25,14 +25,9 @@
 #include "core/model_internal.h"
 #include "core/tokenizer_internal.h"
 #include "kipp.h"
+#define FUZZ_NAME "fuzz_schema"
+#include "fuzz_util.h"
 
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_schema: check failed: %s (line %d)\n", #c, __LINE__);           \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_STEPS 24
 
@@ -43,17 +38,7 @@ static float *logits;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *path = getenv("KIPP_FUZZ_MODEL");
-    if (!path || !*path) {
-        fprintf(stderr, "fuzz_schema: set KIPP_FUZZ_MODEL to a Kipp GGUF artifact\n");
-        abort();
-    }
-    kipp_model_options opt = {.backend = KIPP_BACKEND_NONE};
-    kipp_error err = {0};
-    if (kipp_model_open(path, &opt, &model, &err)) {
-        fprintf(stderr, "fuzz_schema: %s\n", err.message);
-        abort();
-    }
+    model = fuzz_open_model();
     const kipp_tokenizer *tok = model->tokenizer;
     for (int b = 0; b < 256; b++) byte_token[b] = -1;
     for (size_t id = 0; id < tok->n_tokens; id++) {

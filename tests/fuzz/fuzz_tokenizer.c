@@ -12,23 +12,15 @@
 
 #include "core/unicode.h"
 #include "kipp.h"
+#define FUZZ_NAME "fuzz_tokenizer"
+#include "fuzz_util.h"
 
 static kipp_model *model;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *path = getenv("KIPP_FUZZ_MODEL");
-    if (!path || !*path) {
-        fprintf(stderr, "fuzz_tokenizer: set KIPP_FUZZ_MODEL to a Kipp GGUF artifact\n");
-        abort();
-    }
-    kipp_model_options opt = {.backend = KIPP_BACKEND_NONE};
-    kipp_error err = {0};
-    if (kipp_model_open(path, &opt, &model, &err)) {
-        fprintf(stderr, "fuzz_tokenizer: %s\n", err.message);
-        abort();
-    }
+    model = fuzz_open_model();
     return 0;
 }
 
