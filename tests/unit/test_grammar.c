@@ -125,19 +125,38 @@ static void test_refusals(const kipp_model *m) {
     }
 }
 
+/* The grammar of {"enum":["on","off"]} in *g, a fresh state of it, and the
+ * tokens of the document "off" in *ids, *n (the caller frees all three);
+ * NULL, with nothing to free, after a failed check. */
+static kipp_grammar_state *on_off(const kipp_model *m, kipp_grammar **g, int32_t **ids,
+                                  size_t *n) {
+    kipp_error err = {0};
+    const char *s = "{\"enum\":[\"on\",\"off\"]}";
+    *g = NULL;
+    *ids = NULL;
+    *n = 0;
+    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), g, &err) == 0);
+    kipp_grammar_state *st = NULL;
+    CHECK(*g && kipp_grammar_state_create(*g, &st, &err) == 0);
+    CHECK(kipp_tokenize(m, "\"off\"", 5, ids, n, &err) == 0);
+    if (st && *ids) return st;
+    kipp_grammar_state_destroy(st);
+    kipp_grammar_destroy(*g);
+    free(*ids);
+    *g = NULL;
+    *ids = NULL;
+    return NULL;
+}
+
 /* Compact output: a space never continues a document; a stop token is
  * refused before the document is complete and allowed after. */
 static void test_exact(const kipp_model *m) {
     kipp_error err = {0};
-    kipp_grammar *g = NULL;
-    const char *s = "{\"enum\":[\"on\",\"off\"]}";
-    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), &g, &err) == 0);
-    kipp_grammar_state *st = NULL;
-    CHECK(g && kipp_grammar_state_create(g, &st, &err) == 0);
+    kipp_grammar *g;
+    int32_t *ids;
+    size_t n;
+    kipp_grammar_state *st = on_off(m, &g, &ids, &n);
     if (!st) return;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    CHECK(kipp_tokenize(m, "\"off\"", 5, &ids, &n, &err) == 0);
     const kipp_checkpoint *ck = kipp_model_checkpoint(m);
     int32_t space = -1;
     int32_t *sp = NULL;
@@ -164,11 +183,10 @@ static void test_exact(const kipp_model *m) {
  * accept used to keep the bytes that fitted). */
 static void test_refused_token_keeps_state(const kipp_model *m) {
     kipp_error err = {0};
-    kipp_grammar *g = NULL;
-    const char *s = "{\"enum\":[\"on\",\"off\"]}";
-    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), &g, &err) == 0);
-    kipp_grammar_state *st = NULL;
-    CHECK(g && kipp_grammar_state_create(g, &st, &err) == 0);
+    kipp_grammar *g;
+    int32_t *ids;
+    size_t n;
+    kipp_grammar_state *st = on_off(m, &g, &ids, &n);
     if (!st) return;
     /* a token such as "\"," or "\":": its '"' opens either value, its
      * second byte continues neither */
@@ -183,9 +201,6 @@ static void test_refused_token_keeps_state(const kipp_model *m) {
     CHECK(bad >= 0);
     CHECK(!kipp_grammar_allows(st, bad));
     CHECK(kipp_grammar_accept(st, bad, &err) == KIPP_E_ARGUMENT);
-    int32_t *ids = NULL;
-    size_t n = 0;
-    CHECK(kipp_tokenize(m, "\"off\"", 5, &ids, &n, &err) == 0);
     for (size_t i = 0; i < n; i++)
         CHECKF(kipp_grammar_accept(st, ids[i], &err) == 0, "after a refused token: %s",
                err.message);
