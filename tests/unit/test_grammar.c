@@ -125,38 +125,43 @@ static void test_refusals(const kipp_model *m) {
     }
 }
 
-/* The grammar of {"enum":["on","off"]} in *g, a fresh state of it, and the
- * tokens of the document "off" in *ids, *n (the caller frees all three);
- * NULL, with nothing to free, after a failed check. */
-static kipp_grammar_state *on_off(const kipp_model *m, kipp_grammar **g, int32_t **ids,
-                                  size_t *n) {
+/* The grammar of {"enum":["on","off"]}, a fresh state of it, and the
+ * tokens of the document "off": what test_exact and
+ * test_refused_token_keeps_state start from. */
+typedef struct on_off {
+    kipp_grammar *g;
+    kipp_grammar_state *st;
+    int32_t *ids;
+    size_t n;
+} on_off;
+
+static void on_off_close(on_off *d) {
+    kipp_grammar_state_destroy(d->st);
+    kipp_grammar_destroy(d->g);
+    free(d->ids);
+    memset(d, 0, sizeof *d);
+}
+
+/* False, with nothing left to close, after a failed check. */
+static bool on_off_open(const kipp_model *m, on_off *d) {
     kipp_error err = {0};
     const char *s = "{\"enum\":[\"on\",\"off\"]}";
-    *g = NULL;
-    *ids = NULL;
-    *n = 0;
-    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), g, &err) == 0);
-    kipp_grammar_state *st = NULL;
-    CHECK(*g && kipp_grammar_state_create(*g, &st, &err) == 0);
-    CHECK(kipp_tokenize(m, "\"off\"", 5, ids, n, &err) == 0);
-    if (st && *ids) return st;
-    kipp_grammar_state_destroy(st);
-    kipp_grammar_destroy(*g);
-    free(*ids);
-    *g = NULL;
-    *ids = NULL;
-    return NULL;
+    memset(d, 0, sizeof *d);
+    CHECK(kipp_grammar_from_json_schema(m, s, strlen(s), &d->g, &err) == 0);
+    CHECK(d->g && kipp_grammar_state_create(d->g, &d->st, &err) == 0);
+    CHECK(kipp_tokenize(m, "\"off\"", 5, &d->ids, &d->n, &err) == 0);
+    if (d->st && d->ids) return true;
+    on_off_close(d);
+    return false;
 }
 
 /* Compact output: a space never continues a document; a stop token is
  * refused before the document is complete and allowed after. */
 static void test_exact(const kipp_model *m) {
     kipp_error err = {0};
-    kipp_grammar *g;
-    int32_t *ids;
-    size_t n;
-    kipp_grammar_state *st = on_off(m, &g, &ids, &n);
-    if (!st) return;
+    on_off d;
+    if (!on_off_open(m, &d)) return;
+    kipp_grammar_state *st = d.st;
     const kipp_checkpoint *ck = kipp_model_checkpoint(m);
     int32_t space = -1;
     int32_t *sp = NULL;
@@ -166,16 +171,14 @@ static void test_exact(const kipp_model *m) {
     free(sp);
     CHECK(!kipp_grammar_allows(st, space));
     CHECK(!kipp_grammar_allows(st, ck->eos));
-    for (size_t i = 0; i < n; i++) CHECK(kipp_grammar_accept(st, ids[i], &err) == 0);
+    for (size_t i = 0; i < d.n; i++) CHECK(kipp_grammar_accept(st, d.ids[i], &err) == 0);
     CHECK(kipp_grammar_complete(st));
     CHECK(kipp_grammar_allows(st, ck->eos));
     for (size_t i = 0; i < KIPP_VOCAB_SIZE; i++) logits[i] = 0;
     size_t allowed = kipp_grammar_mask(st, logits);
     CHECKF(allowed == ck->n_stops, "complete document: %zu allowed, want the %u stop tokens",
            allowed, ck->n_stops);
-    free(ids);
-    kipp_grammar_state_destroy(st);
-    kipp_grammar_destroy(g);
+    on_off_close(&d);
 }
 
 /* A refused token leaves the state unchanged (kipp.h), also when its first
@@ -183,11 +186,9 @@ static void test_exact(const kipp_model *m) {
  * accept used to keep the bytes that fitted). */
 static void test_refused_token_keeps_state(const kipp_model *m) {
     kipp_error err = {0};
-    kipp_grammar *g;
-    int32_t *ids;
-    size_t n;
-    kipp_grammar_state *st = on_off(m, &g, &ids, &n);
-    if (!st) return;
+    on_off d;
+    if (!on_off_open(m, &d)) return;
+    kipp_grammar_state *st = d.st;
     /* a token such as "\"," or "\":": its '"' opens either value, its
      * second byte continues neither */
     const kipp_tokenizer *tok = m->tokenizer;
@@ -201,13 +202,11 @@ static void test_refused_token_keeps_state(const kipp_model *m) {
     CHECK(bad >= 0);
     CHECK(!kipp_grammar_allows(st, bad));
     CHECK(kipp_grammar_accept(st, bad, &err) == KIPP_E_ARGUMENT);
-    for (size_t i = 0; i < n; i++)
-        CHECKF(kipp_grammar_accept(st, ids[i], &err) == 0, "after a refused token: %s",
+    for (size_t i = 0; i < d.n; i++)
+        CHECKF(kipp_grammar_accept(st, d.ids[i], &err) == 0, "after a refused token: %s",
                err.message);
     CHECK(kipp_grammar_complete(st));
-    free(ids);
-    kipp_grammar_state_destroy(st);
-    kipp_grammar_destroy(g);
+    on_off_close(&d);
 }
 
 /* ---- tool calls ----------------------------------------------------------- */
