@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/tokenizer.h"
 
 /* "[PAD<id>]" for ids up to 6 digits: at most 12 bytes with the NUL */
 #define PAD_NAME_MAX 16
@@ -132,6 +133,54 @@ static int read_added(kipp_vocab *v, const json_value *tok_root, const json_valu
     return KIPP_OK;
 }
 
+/* tokenizer_config.json's chat_template: absent or null means none; any
+ * other value must be a non-empty string without NUL bytes, the rule the
+ * artifact loader applies to tokenizer.chat_template (a template cut at a
+ * NUL, or an empty one, would otherwise be written and then refused). */
+static int read_chat_template(kipp_vocab *v, const json_value *cfg_root, kipp_error *err) {
+    const json_value *t = kipp_json_get(cfg_root, "chat_template");
+    if (!t || t->type == JSON_NULL) return KIPP_OK;
+    if (t->type != JSON_STRING)
+        return kipp_fail(err, KIPP_E_FORMAT,
+                         "tokenizer_config.json: chat_template is not a string (a list of named "
+                         "templates is not supported)");
+    if (t->as.string.length == 0)
+        return kipp_fail(err, KIPP_E_FORMAT, "tokenizer_config.json: chat_template is empty");
+    if (memchr(t->as.string.chars, '\0', t->as.string.length))
+        return kipp_fail(err, KIPP_E_FORMAT,
+                         "tokenizer_config.json: chat_template holds a NUL byte (\\u0000)");
+    v->chat_template = t->as.string.chars;
+    return KIPP_OK;
+}
+
+/* Builds the tokenizer the artifact's loader will build from these arrays
+ * (kipp_tokenizer_create, at every model open) and throws it away: a
+ * vocabulary it refuses -- a merge naming a token the vocabulary lacks, a
+ * token not in byte-level form -- is refused here, before the converter
+ * writes gigabytes of weights into an artifact nothing can open. An empty
+ * merge list, which the loader also refuses, is refused first. */
+static int check_tokenizer(const kipp_vocab *v, kipp_error *err) {
+    if (v->n_merges == 0) /* the loader refuses tokenizer.ggml.merges empty */
+        return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: model.merges is empty");
+    gguf_str *tokens = kipp_calloc(KIPP_VOCAB_SIZE, sizeof *tokens, err);
+    gguf_str *merges = kipp_calloc(v->n_merges ? v->n_merges : 1, sizeof *merges, err);
+    int rc = KIPP_E_MEMORY;
+    if (!tokens || !merges) goto done;
+    for (size_t i = 0; i < KIPP_VOCAB_SIZE; i++)
+        tokens[i] = (gguf_str){.ptr = v->tokens[i], .len = v->token_lens[i]};
+    for (size_t i = 0; i < v->n_merges; i++)
+        merges[i] = (gguf_str){.ptr = v->merges[i], .len = v->merge_lens[i]};
+    kipp_tokenizer *tok = NULL;
+    rc = kipp_tokenizer_create_from_arrays(tokens, v->types, KIPP_VOCAB_SIZE, merges,
+                                           v->n_merges, &tok, err);
+    kipp_tokenizer_destroy(tok);
+    if (rc) kipp_fail_prefix(err, "tokenizer.json: the vocabulary and merges do not make a tokenizer");
+done:
+    free(tokens);
+    free(merges);
+    return rc;
+}
+
 int kipp_vocab_build(kipp_vocab *v, const char *tokenizer_json, size_t tokenizer_len,
                      const char *tokenizer_config, size_t config_len, kipp_error *err) {
     memset(v, 0, sizeof *v);
@@ -174,7 +223,7 @@ int kipp_vocab_build(kipp_vocab *v, const char *tokenizer_json, size_t tokenizer
         v->types[id] = KIPP_TOKEN_UNUSED;
     }
     v->pads = pads;
-    v->chat_template = kipp_json_get_string(croot, "chat_template");
+    if ((rc = read_chat_template(v, croot, err)) || (rc = check_tokenizer(v, err))) goto fail;
     return KIPP_OK;
 fail:
     kipp_vocab_free(v);

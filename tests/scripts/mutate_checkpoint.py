@@ -168,6 +168,30 @@ def main():
         t = json.load(open(d + "/tokenizer.json"))
         t["model"]["merges"] = [" ".join(p) for p in t["model"]["merges"]]
         replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m == "merge-unknown-token":
+        # a merge whose halves make no token of the vocabulary: the loader
+        # refuses such a tokenizer, so the converter must too
+        t = json.load(open(d + "/tokenizer.json"))
+        t["model"]["merges"][5] = ["\u0120zzzq", "xqq"]
+        replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m == "merge-not-pair":
+        t = json.load(open(d + "/tokenizer.json"))
+        t["model"]["merges"][7] = "".join(t["model"]["merges"][7])
+        replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m == "merges-empty":
+        t = json.load(open(d + "/tokenizer.json"))
+        t["model"]["merges"] = []
+        replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m == "chat-template-empty":
+        edit_json(d + "/tokenizer_config.json", chat_template="")
+    elif m == "chat-template-nul":
+        c = json.load(open(d + "/tokenizer_config.json"))
+        edit_json(d + "/tokenizer_config.json", chat_template=c["chat_template"] + "\0{# x #}")
+    elif m == "chat-template-list":
+        # transformers' list of named templates
+        c = json.load(open(d + "/tokenizer_config.json"))
+        edit_json(d + "/tokenizer_config.json",
+                  chat_template=[{"name": "default", "template": c["chat_template"]}])
     else:
         raise SystemExit(f"unknown mutation {m}")
 

@@ -90,6 +90,17 @@ expect_error tied-head base tied-head-differs \
     "registry entry 'synthetic-tiny' is tied, but lm_head.weight differs from model.embed_tokens.weight"
 expect_error no-chat-template instruct no-chat-template \
     "tokenizer_config.json has no chat_template and there is no chat_template.jinja, which instruct entry 'synthetic-tiny-instruct' needs"
+# a tokenizer or template the artifact loader would refuse is refused before
+# any weight is written (the artifact would not open)
+expect_error merge-unknown-token base merge-unknown-token \
+    "tokenizer.json: the vocabulary and merges do not make a tokenizer: tokenizer merge 5 (\"Ġzzzq xqq\") names a token not in the vocabulary"
+expect_error merge-not-pair base merge-not-pair "tokenizer merge 7 is not \"left right\""
+expect_error merges-empty base merges-empty "tokenizer.json: model.merges is empty"
+expect_error chat-template-empty instruct chat-template-empty "tokenizer_config.json: chat_template is empty"
+expect_error chat-template-nul instruct chat-template-nul \
+    "tokenizer_config.json: chat_template holds a NUL byte"
+expect_error chat-template-list instruct chat-template-list \
+    "tokenizer_config.json: chat_template is not a string"
 expect_error bad-quant base none "unknown --quant 'q3_k'" --quant q3_k
 
 # cases that must succeed: a tied checkpoint that also stores an identical
