@@ -33,8 +33,9 @@ typedef struct st_file {
     int fd;
     uint64_t file_size;
     uint64_t data_offset;  /* 8 + header length */
-    st_tensor *tensors;
+    st_tensor *tensors;    /* in header order */
     size_t n_tensors;
+    st_tensor **by_name;   /* the same, sorted by name (kipp_st_find's binary search) */
 } st_file;
 
 /* Bytes per element of a dtype name, 0 if unknown. */
@@ -42,9 +43,11 @@ unsigned kipp_st_dtype_size(const char *dtype);
 
 /* Opens and validates: header length and JSON, every entry's dtype, shape
  * and offsets (begin <= end, end within the file, length == elements *
- * dtype size for known dtypes), no overlapping ranges. */
+ * dtype size for known dtypes), unique names, no overlapping ranges. */
 int kipp_st_open(const char *path, st_file *out, kipp_error *err);
 void kipp_st_close(st_file *f);
+/* The tensor called name, or NULL: O(log n), so a hostile header of a
+ * million entries costs seconds to open and look up, not hours. */
 const st_tensor *kipp_st_find(const st_file *f, const char *name);
 /* Reads n bytes at `offset` within tensor t's data. */
 int kipp_st_read(const st_file *f, const st_tensor *t, uint64_t offset, void *buf,

@@ -82,6 +82,54 @@ static void round_trip(void) {
     kipp_st_close(&s);
 }
 
+/* Many tensors in a scrambled order: every name is found (and names not in
+ * the file are not), whatever order the header lists them in; a duplicate
+ * is found wherever it sits. kipp_st_find is a binary search over the
+ * names sorted at open, and open's duplicate check a sort. */
+enum { MANY = 5000 };
+
+static char *many_header(size_t n, size_t dup_of, size_t dup_at) {
+    size_t cap = n * 96 + 16, len = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (k * 2999) % n; /* a permutation of 0..n-1 (2999 is prime to n) */
+        if (k == dup_at) i = dup_of;
+        len += (size_t)snprintf(h + len, cap - len,
+                                "%s\"t.%zu.w\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                "\"data_offsets\":[%zu,%zu]}",
+                                k ? "," : "", i, k, k + 1);
+    }
+    snprintf(h + len, cap - len, "}");
+    return h;
+}
+
+static void many_tensors(void) {
+    char *h = many_header(MANY, 0, MANY);
+    st_file f;
+    kipp_error err = {0};
+    CHECKF(kipp_st_open(write_with_header("many", h, MANY), &f, &err) == 0, "%s", err.message);
+    free(h);
+    if (f.n_tensors != MANY) return;
+    size_t found = 0, in_place = 0;
+    for (size_t i = 0; i < MANY; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t.%zu.w", i);
+        const st_tensor *t = kipp_st_find(&f, name);
+        found += t != NULL;
+        in_place += t && (t->begin * 2999) % MANY == i && strcmp(t->name, name) == 0;
+    }
+    CHECKF(found == MANY && in_place == MANY, "found %zu, at their offsets %zu of %d", found,
+           in_place, MANY);
+    CHECK(!kipp_st_find(&f, "t.5000.w") && !kipp_st_find(&f, "t.w") && !kipp_st_find(&f, "") &&
+          !kipp_st_find(&f, "t.0.w.") && !kipp_st_find(&f, "zzz"));
+    kipp_st_close(&f);
+    /* the last entry repeats the one listed first (the sort puts them together) */
+    h = many_header(MANY, 0, MANY - 1);
+    expect_reject("many-dup", h, MANY, "duplicate tensor name 't.0.w'");
+    free(h);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s/tmp-test_safetensors", test_build_dir());
     char cmd[2200];
@@ -89,6 +137,7 @@ int main(void) {
     CHECK(system(cmd) == 0);
 
     round_trip();
+    many_tensors();
 
     kipp_error err = {0};
     st_file f;
@@ -119,6 +168,8 @@ int main(void) {
                   "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
                   "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[2,6]}}",
                   6, "overlap");
+    expect_reject("nul-name", "{\"a\\u0000b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2,
+                  "tensor name 'a' holds a NUL byte");
     expect_reject("dup",
                   "{\"a\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,2]},"
                   "\"a\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[2,4]}}",
