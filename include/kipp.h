@@ -74,6 +74,10 @@ typedef struct kipp_error {
 #define KIPP_KV_HEADS 8
 #define KIPP_HEAD_DIM 128
 #define KIPP_VOCAB_SIZE 151936
+/* Ids below this are the byte-level BPE vocabulary (normal tokens, or unused
+ * in a cut-down one); added tokens -- control and user-defined, the chat
+ * markers -- have ids from here to the end. */
+#define KIPP_FIRST_ADDED_TOKEN 151643
 #define KIPP_RMS_EPS 1e-6f
 #define KIPP_MAX_STOPS 4
 

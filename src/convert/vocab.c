@@ -20,9 +20,10 @@ static bool json_id(const json_value *v, int64_t *out) {
 /* Records added token `id` (content, special) over whatever was there. */
 static int set_added(kipp_vocab *v, int64_t id, const json_value *content, bool special,
                      const char *where, kipp_error *err) {
-    if (id < 0 || id >= KIPP_VOCAB_SIZE)
-        return kipp_fail(err, KIPP_E_FORMAT, "%s: added token id %lld is outside [0, %d)", where,
-                         (long long)id, KIPP_VOCAB_SIZE);
+    /* the loader's rule (artifact.c): added tokens live above the BPE ids */
+    if (id < KIPP_FIRST_ADDED_TOKEN || id >= KIPP_VOCAB_SIZE)
+        return kipp_fail(err, KIPP_E_FORMAT, "%s: added token id %lld is outside [%d, %d)",
+                         where, (long long)id, KIPP_FIRST_ADDED_TOKEN, KIPP_VOCAB_SIZE);
     if (!content || content->type != JSON_STRING || content->as.string.length == 0)
         return kipp_fail(err, KIPP_E_FORMAT, "%s: added token %lld has no \"content\" string",
                          where, (long long)id);

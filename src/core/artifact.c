@@ -289,6 +289,15 @@ static int check_metadata(kipp_artifact *a, const gguf_kv **found, kipp_error *e
             return kipp_fail(err, KIPP_E_FORMAT,
                              "tokenizer.ggml.token_type[%llu] = %d (allowed: 1, 3, 4, 5)",
                              (unsigned long long)i, (int32_t)t);
+        /* The family's layout, and what bounds the tokenizer's added-token
+         * match (at most 293 candidates a byte): an artifact declaring
+         * thousands of added tokens with one first byte made every prompt
+         * byte compare against all of them. */
+        if ((t == 3 || t == 4) && i < KIPP_FIRST_ADDED_TOKEN)
+            return kipp_fail(err, KIPP_E_FORMAT,
+                             "tokenizer.ggml.token_type[%llu] = %d: ids below %d are the BPE "
+                             "vocabulary; control and user-defined tokens come after it",
+                             (unsigned long long)i, (int32_t)t, KIPP_FIRST_ADDED_TOKEN);
     }
     if (a->merges->array_len == 0)
         return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.ggml.merges is empty");

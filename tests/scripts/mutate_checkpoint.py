@@ -182,6 +182,12 @@ def main():
         t = json.load(open(d + "/tokenizer.json"))
         t["model"]["merges"] = []
         replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m == "added-token-in-vocab":
+        # an added (special) token declared over a BPE id: the loader keeps
+        # added tokens above the BPE vocabulary
+        c = json.load(open(d + "/tokenizer_config.json"))
+        c["added_tokens_decoder"]["5"] = {"content": "<|x|>", "special": True}
+        replace(d + "/tokenizer_config.json", json.dumps(c).encode())
     elif m == "chat-template-empty":
         edit_json(d + "/tokenizer_config.json", chat_template="")
     elif m == "chat-template-nul":

@@ -96,6 +96,8 @@ expect_error merge-unknown-token base merge-unknown-token \
     "tokenizer.json: the vocabulary and merges do not make a tokenizer: tokenizer merge 5 (\"Ġzzzq xqq\") names a token not in the vocabulary"
 expect_error merge-not-pair base merge-not-pair "tokenizer merge 7 is not \"left right\""
 expect_error merges-empty base merges-empty "tokenizer.json: model.merges is empty"
+expect_error added-token-in-vocab base added-token-in-vocab \
+    "tokenizer_config.json: added token id 5 is outside [151643, 151936)"
 expect_error chat-template-empty instruct chat-template-empty "tokenizer_config.json: chat_template is empty"
 expect_error chat-template-nul instruct chat-template-nul \
     "tokenizer_config.json: chat_template holds a NUL byte"

@@ -528,6 +528,13 @@ static void test_bytes(void) {
     }
     PATCH("token_type value", after_str("tokenizer.ggml.token_type") + 16 + 4 * 5, 2, 4,
           "tokenizer.ggml.token_type[5] = 2");
+    /* added tokens only above the BPE vocabulary (what bounds the encoder's
+     * added-token match), user-defined and control alike */
+    PATCH("user-defined token in the BPE ids", after_str("tokenizer.ggml.token_type") + 16 + 4 * 5,
+          4, 4, "tokenizer.ggml.token_type[5] = 4: ids below 151643 are the BPE vocabulary");
+    PATCH("control token in the BPE ids",
+          after_str("tokenizer.ggml.token_type") + 16 + 4 * 151642, 3, 4,
+          "tokenizer.ggml.token_type[151642] = 3: ids below 151643");
     PATCH("bad sha256 digit", after_str("kipp.source.sha256") + 16 + 8 + 3, 'G', 1,
           "kipp.source.sha256[0] is not 64 lowercase hex digits");
     PATCH("NUL in revision", after_str("kipp.source.revision") + 12 + 1, 0, 1,
