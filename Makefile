@@ -77,7 +77,7 @@ endif
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
         test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
-        fuzz-http fuzz-schema fuzz-chat-output fuzz-api \
+        fuzz-http fuzz-schema fuzz-chat-output fuzz-api fuzz-vocab \
         lint bench
 
 all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
@@ -329,6 +329,16 @@ fuzz-api: $(BUILD)/fuzz/fuzz_api $(MODELS)/synthetic-tiny-instruct.gguf
 	@mkdir -p $(BUILD)/fuzz/corpus-api
 	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny-instruct.gguf $< -max_total_time=$(FUZZ_SECONDS) \
 		-max_len=65536 $(BUILD)/fuzz/corpus-api tests/fuzz/seeds-api
+
+# The converter's tokenizer import and the tokenizer the loader builds from
+# its arrays: vocab.c on the core.
+$(BUILD)/fuzz/fuzz_vocab: tests/fuzz/fuzz_vocab.c src/convert/vocab.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< src/convert/vocab.c $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-vocab: $(BUILD)/fuzz/fuzz_vocab
+	@mkdir -p $(BUILD)/fuzz/corpus-vocab
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=131072 $(BUILD)/fuzz/corpus-vocab tests/fuzz/seeds-vocab
 
 # ---- demo --------------------------------------------------------------
 
