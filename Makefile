@@ -77,7 +77,7 @@ endif
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
         test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
-        fuzz-http fuzz-schema fuzz-chat-output fuzz-api fuzz-vocab \
+        fuzz-http fuzz-schema fuzz-chat-output fuzz-api fuzz-vocab fuzz-hf-config \
         lint bench
 
 all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
@@ -339,6 +339,16 @@ $(BUILD)/fuzz/fuzz_vocab: tests/fuzz/fuzz_vocab.c src/convert/vocab.c $(FUZZ_LIB
 fuzz-vocab: $(BUILD)/fuzz/fuzz_vocab
 	@mkdir -p $(BUILD)/fuzz/corpus-vocab
 	$< -max_total_time=$(FUZZ_SECONDS) -max_len=131072 $(BUILD)/fuzz/corpus-vocab tests/fuzz/seeds-vocab
+
+# The converter's identity check of a checkpoint's config files: hf_config.c
+# on the core (the registry).
+$(BUILD)/fuzz/fuzz_hf_config: tests/fuzz/fuzz_hf_config.c src/convert/hf_config.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< src/convert/hf_config.c $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-hf-config: $(BUILD)/fuzz/fuzz_hf_config
+	@mkdir -p $(BUILD)/fuzz/corpus-hf-config
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-hf-config tests/fuzz/seeds-hf-config
 
 # ---- demo --------------------------------------------------------------
 
