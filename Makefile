@@ -77,7 +77,7 @@ endif
 .PHONY: all lib install uninstall test test-run test-deps test-tiers test-sanitize test-tsan \
         test-compilers \
         test-full test-full-run demo clean fixtures tokenizer fuzz-gguf fuzz-json fuzz-tokenizer \
-        fuzz-http fuzz-schema fuzz-chat-output fuzz-api fuzz-vocab fuzz-hf-config \
+        fuzz-http fuzz-schema fuzz-chat-output fuzz-api fuzz-vocab fuzz-hf-config fuzz-safetensors \
         lint bench
 
 all: $(BUILD)/kipp lib $(BUILD)/kernel_micro
@@ -349,6 +349,16 @@ $(BUILD)/fuzz/fuzz_hf_config: tests/fuzz/fuzz_hf_config.c src/convert/hf_config.
 fuzz-hf-config: $(BUILD)/fuzz/fuzz_hf_config
 	@mkdir -p $(BUILD)/fuzz/corpus-hf-config
 	$< -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-hf-config tests/fuzz/seeds-hf-config
+
+# The safetensors reader of a checkpoint's weight files: safetensors.c on
+# the core (its JSON parser).
+$(BUILD)/fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c src/convert/safetensors.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) -o $@ $< src/convert/safetensors.c $(FUZZ_LIB_SRCS) -lm -pthread
+
+fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors
+	@mkdir -p $(BUILD)/fuzz/corpus-safetensors
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-safetensors tests/fuzz/seeds-safetensors
 
 # ---- demo --------------------------------------------------------------
 

@@ -164,7 +164,7 @@ static int check_tokenizer(const kipp_vocab *v, kipp_error *err) {
     if (v->n_merges == 0) /* the loader refuses tokenizer.ggml.merges empty */
         return kipp_fail(err, KIPP_E_FORMAT, "tokenizer.json: model.merges is empty");
     gguf_str *tokens = kipp_calloc(KIPP_VOCAB_SIZE, sizeof *tokens, err);
-    gguf_str *merges = kipp_calloc(v->n_merges ? v->n_merges : 1, sizeof *merges, err);
+    gguf_str *merges = kipp_calloc(v->n_merges, sizeof *merges, err);
     int rc = KIPP_E_MEMORY;
     if (!tokens || !merges) goto done;
     for (size_t i = 0; i < KIPP_VOCAB_SIZE; i++)
