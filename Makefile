@@ -330,35 +330,28 @@ fuzz-api: $(BUILD)/fuzz/fuzz_api $(MODELS)/synthetic-tiny-instruct.gguf
 	KIPP_FUZZ_MODEL=$(MODELS)/synthetic-tiny-instruct.gguf $< -max_total_time=$(FUZZ_SECONDS) \
 		-max_len=65536 $(BUILD)/fuzz/corpus-api tests/fuzz/seeds-api
 
-# The converter's tokenizer import and the tokenizer the loader builds from
-# its arrays: vocab.c on the core.
-$(BUILD)/fuzz/fuzz_vocab: tests/fuzz/fuzz_vocab.c src/convert/vocab.c $(FUZZ_LIB_SRCS)
+# What a downloaded checkpoint feeds the converter: fuzz_NAME fuzzes
+# src/convert/NAME.c on the core -- vocab (tokenizer.json and
+# tokenizer_config.json, and the tokenizer the loader builds from them),
+# hf_config (config.json, generation_config.json against the registry),
+# safetensors (the weight files' reader).
+FUZZ_CONVERT = vocab hf_config safetensors
+$(FUZZ_CONVERT:%=$(BUILD)/fuzz/fuzz_%): $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c src/convert/%.c \
+		$(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) -o $@ $< src/convert/vocab.c $(FUZZ_LIB_SRCS) -lm -pthread
+	clang $(FUZZ_FLAGS) -o $@ $< src/convert/$*.c $(FUZZ_LIB_SRCS) -lm -pthread
+
+# $(call fuzz_bounded,NAME,MAX_LEN): a FUZZ_SECONDS run of the prerequisite
+# on corpus-NAME (grows) and seeds-NAME (committed, read only)
+fuzz_bounded = mkdir -p $(BUILD)/fuzz/corpus-$(1) && $< -max_total_time=$(FUZZ_SECONDS) \
+	-max_len=$(2) $(BUILD)/fuzz/corpus-$(1) tests/fuzz/seeds-$(1)
 
 fuzz-vocab: $(BUILD)/fuzz/fuzz_vocab
-	@mkdir -p $(BUILD)/fuzz/corpus-vocab
-	$< -max_total_time=$(FUZZ_SECONDS) -max_len=131072 $(BUILD)/fuzz/corpus-vocab tests/fuzz/seeds-vocab
-
-# The converter's identity check of a checkpoint's config files: hf_config.c
-# on the core (the registry).
-$(BUILD)/fuzz/fuzz_hf_config: tests/fuzz/fuzz_hf_config.c src/convert/hf_config.c $(FUZZ_LIB_SRCS)
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) -o $@ $< src/convert/hf_config.c $(FUZZ_LIB_SRCS) -lm -pthread
-
+	$(call fuzz_bounded,vocab,131072)
 fuzz-hf-config: $(BUILD)/fuzz/fuzz_hf_config
-	@mkdir -p $(BUILD)/fuzz/corpus-hf-config
-	$< -max_total_time=$(FUZZ_SECONDS) -max_len=16384 $(BUILD)/fuzz/corpus-hf-config tests/fuzz/seeds-hf-config
-
-# The safetensors reader of a checkpoint's weight files: safetensors.c on
-# the core (its JSON parser).
-$(BUILD)/fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c src/convert/safetensors.c $(FUZZ_LIB_SRCS)
-	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) -o $@ $< src/convert/safetensors.c $(FUZZ_LIB_SRCS) -lm -pthread
-
+	$(call fuzz_bounded,hf-config,16384)
 fuzz-safetensors: $(BUILD)/fuzz/fuzz_safetensors
-	@mkdir -p $(BUILD)/fuzz/corpus-safetensors
-	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-safetensors tests/fuzz/seeds-safetensors
+	$(call fuzz_bounded,safetensors,65536)
 
 # ---- demo --------------------------------------------------------------
 
