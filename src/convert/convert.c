@@ -424,6 +424,21 @@ static int check_tied_head(converter *cv, buffers *b, kipp_error *err) {
     return KIPP_OK;
 }
 
+/* No trained checkpoint holds a NaN or an infinity: one is a corrupt file,
+ * which BF16 output would copy into NaN logits and the quantizers would
+ * turn into a finite but wrong block (their scale saturates, a NaN quotient
+ * becomes 0). Checked on the BF16 bits as each chunk streams through. */
+static int check_finite(const converter *cv, size_t i, const uint16_t *v, size_t n, uint64_t at,
+                        kipp_error *err) {
+    for (size_t k = 0; k < n; k++)
+        if ((v[k] & 0x7f80u) == 0x7f80u)
+            return kipp_fail(err, KIPP_E_FORMAT,
+                             "%s: tensor '%s' element %" PRIu64 " is %s: the checkpoint is corrupt",
+                             cv->src_file[i]->path, cv->src[i]->name, at + k,
+                             v[k] & 0x7fu ? "NaN" : "infinite");
+    return KIPP_OK;
+}
+
 static int write_tensors(converter *cv, gguf_writer *w, FILE *fp, buffers *b, kipp_error *err) {
     for (size_t i = 0; i < cv->n_layout; i++) {
         const kipp_encoder *enc = kipp_encoder_for(output_type(cv, &cv->layout[i]));
@@ -431,7 +446,7 @@ static int write_tensors(converter *cv, gguf_writer *w, FILE *fp, buffers *b, ki
         for (uint64_t at = 0; at < elems; at += CHUNK_ELEMS) {
             size_t n = elems - at < CHUNK_ELEMS ? (size_t)(elems - at) : CHUNK_ELEMS;
             int rc = kipp_st_read(cv->src_file[i], cv->src[i], at * 2, b->in, n * 2, err);
-            if (rc) return rc;
+            if (rc || (rc = check_finite(cv, i, b->in, n, at, err))) return rc;
             enc->encode(b->in, n, b->out, b->scratch);
             size_t out_bytes = n / enc->block_elems * enc->block_bytes;
             if ((rc = kipp_gguf_writer_write_data(w, fp, i, b->out, out_bytes, err))) return rc;

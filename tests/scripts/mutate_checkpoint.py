@@ -182,6 +182,15 @@ def main():
         t = json.load(open(d + "/tokenizer.json"))
         t["model"]["merges"] = []
         replace(d + "/tokenizer.json", json.dumps(t, ensure_ascii=False).encode())
+    elif m in ("weight-nan", "weight-inf"):
+        # a corrupt element: BF16 NaN in a projection, +infinity in a norm
+        name, at, bits = (Q, 5, 0x7FC1) if m == "weight-nan" else (NORM, 3, 0x7F80)
+        t = []
+        for n, dt, s, r in read_st(st):
+            if n == name:
+                r = r[:2 * at] + struct.pack("<H", bits) + r[2 * at + 2:]
+            t.append((n, dt, s, r))
+        write_st(st, t)
     elif m == "added-token-in-vocab":
         # an added (special) token declared over a BPE id: the loader keeps
         # added tokens above the BPE vocabulary

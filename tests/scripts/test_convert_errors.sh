@@ -96,6 +96,13 @@ expect_error merge-unknown-token base merge-unknown-token \
     "tokenizer.json: the vocabulary and merges do not make a tokenizer: tokenizer merge 5 (\"Ġzzzq xqq\") names a token not in the vocabulary"
 expect_error merge-not-pair base merge-not-pair "tokenizer merge 7 is not \"left right\""
 expect_error merges-empty base merges-empty "tokenizer.json: model.merges is empty"
+# a corrupt weight (no trained checkpoint holds one), found while streaming:
+# BF16 would copy it, the quantizers would hide it in a wrong block
+expect_error weight-nan base weight-nan \
+    "tensor 'model.layers.0.self_attn.q_proj.weight' element 5 is NaN: the checkpoint is corrupt" \
+    --quant q8_0
+expect_error weight-inf base weight-inf \
+    "tensor 'model.layers.0.input_layernorm.weight' element 3 is infinite: the checkpoint is corrupt"
 expect_error added-token-in-vocab base added-token-in-vocab \
     "tokenizer_config.json: added token id 5 is outside [151643, 151936)"
 expect_error chat-template-empty instruct chat-template-empty "tokenizer_config.json: chat_template is empty"
