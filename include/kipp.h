@@ -350,8 +350,17 @@ KIPP_API void kipp_sampler_destroy(kipp_sampler *s);
  * style), the server does not (OpenAI counts the completion only). */
 KIPP_API void kipp_sampler_accept(kipp_sampler *s, int32_t token);
 /* Picks one token from logits[KIPP_VOCAB_SIZE]; logits are used as scratch
- * and may be modified. */
+ * and may be modified. -1 when no token can be picked: every logit is -inf
+ * (banned by logit_bias or a grammar mask) or NaN. */
 KIPP_API int32_t kipp_sampler_sample(kipp_sampler *s, float *logits);
+/* Whether logits[KIPP_VOCAB_SIZE] hold a NaN: what tells a -1 from the
+ * sampler caused by a model (a NaN weight in a corrupt artifact makes every
+ * logit NaN) from one caused by bans. KIPP_NAN_LOGITS is the message the
+ * CLI and the server give then. */
+KIPP_API bool kipp_logits_have_nan(const float *logits);
+#define KIPP_NAN_LOGITS \
+    "the model's logits are NaN (not a number), so there is nothing to sample: the artifact's " \
+    "weights are likely corrupt"
 
 /* ---- constrained decoding ------------------------------------------------ */
 

@@ -299,6 +299,13 @@ static void emit(run *r, kipp_detok_stream *ds, int32_t id, bool first) {
     fflush(stdout);
 }
 
+/* Why the sampler picked nothing (-1): NaN logits (a corrupt model) or
+ * every token banned. */
+static void no_pick(const float *logits) {
+    fprintf(stderr, "kipp generate: %s\n",
+            kipp_logits_have_nan(logits) ? KIPP_NAN_LOGITS : "every token is banned; nothing to sample");
+}
+
 /* Speculative generation (--spec): the plain loop's tokens when greedy, its
  * distribution when sampled (src/core/spec.c). Each step evaluates the last
  * token and the drafts in one multi-row eval; verification returns the
@@ -327,7 +334,7 @@ static int generate_spec(run *r, kipp_sampler *sampler, kipp_detok_stream *ds,
         if (g == 0) {
             id = kipp_sampler_sample(sampler, r->logits);
             if (id < 0) {
-                fprintf(stderr, "kipp generate: every token is banned; nothing to sample\n");
+                no_pick(r->logits);
                 goto done;
             }
             kipp_sampler_accept(sampler, id);
@@ -445,7 +452,7 @@ static int generate(run *r, const int32_t *prompt, size_t n_prompt) {
             }
         }
         if (id < 0) {
-            fprintf(stderr, "kipp generate: every token is banned; nothing to sample\n");
+            no_pick(r->logits);
             goto done;
         }
         kipp_sampler_accept(sampler, id);

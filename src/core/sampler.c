@@ -263,6 +263,13 @@ static int32_t filter(kipp_sampler *s, float *logits, size_t *n_out) {
     return 0;
 }
 
+bool kipp_logits_have_nan(const float *logits) {
+    if (!logits) return false;
+    for (size_t i = 0; i < KIPP_VOCAB_SIZE; i++)
+        if (logits[i] != logits[i]) return true;
+    return false;
+}
+
 int32_t kipp_sampler_sample(kipp_sampler *s, float *logits) {
     if (!s || !logits) return -1;
     size_t n;

@@ -610,8 +610,11 @@ static void take_token(sched *s, sched_job *j, seq *q, float *row) {
     int32_t id = kipp_sampler_sample(q->sampler, row);
     if (id < 0) {
         j->failed = true;
-        snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias%s); nothing "
-                 "to sample", q->grammar ? " and the output format" : "");
+        if (kipp_logits_have_nan(row))
+            snprintf(j->failure, sizeof j->failure, "%s", KIPP_NAN_LOGITS);
+        else
+            snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias%s); "
+                     "nothing to sample", q->grammar ? " and the output format" : "");
         return;
     }
     bool is_stop = false;
@@ -641,6 +644,8 @@ static void take_spec(sched *s, sched_job *j, seq *q, const kipp_eval_item *it) 
         if (strstr(err.message, "banned"))
             snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); "
                      "nothing to sample");
+        else if (err.code == KIPP_E_BACKEND && strstr(err.message, "NaN"))
+            snprintf(j->failure, sizeof j->failure, "%s", err.message);
         else
             snprintf(j->failure, sizeof j->failure, "speculation failed: %s", err.message);
         return;

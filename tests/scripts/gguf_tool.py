@@ -7,6 +7,9 @@ spec; shares no code with src/core/gguf.c).
       tensor data are identical
   gguf_tool.py get FILE KEY                     value as JSON (arrays whole)
   gguf_tool.py summary FILE                     keys, array lengths, tensors
+  gguf_tool.py set-f32 IN OUT TENSOR INDEX VALUE
+      OUT = IN with element INDEX of F32 tensor TENSOR set to VALUE (e.g. nan):
+      a corrupt artifact that still passes every metadata check
 """
 import json
 import struct
@@ -77,7 +80,7 @@ def parse(path):
         if len(blob) != nbytes:
             raise ValueError(f"{path}: tensor {name} truncated")
         out.append({"name": name, "ne": ne, "type": typ, "offset": off, "data": blob})
-    return {"kv": kv, "order": order, "tensors": out, "size": len(data)}
+    return {"kv": kv, "order": order, "tensors": out, "size": len(data), "data_offset": data_off}
 
 
 def main(argv):
@@ -124,6 +127,18 @@ def main(argv):
             print(k, f"[{len(v)}]" if isinstance(v, list) else json.dumps(v)[:80])
         for t in f["tensors"]:
             print(t["name"], t["ne"], t["type"], t["offset"])
+        return 0
+    if len(argv) == 6 and argv[0] == "set-f32":
+        f = parse(argv[1])
+        t = next((t for t in f["tensors"] if t["name"] == argv[3]), None)
+        i = int(argv[4])
+        if t is None or t["type"] != 0 or not 0 <= i < len(t["data"]) // 4:
+            print(f"no F32 tensor {argv[3]} with element {i}", file=sys.stderr)
+            return 1
+        raw = bytearray(open(argv[1], "rb").read())
+        at = f["data_offset"] + t["offset"] + 4 * i
+        raw[at:at + 4] = struct.pack("<f", float(argv[5]))
+        open(argv[2], "wb").write(raw)
         return 0
     print(__doc__, file=sys.stderr)
     return 2

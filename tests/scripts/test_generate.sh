@@ -175,5 +175,17 @@ for cmd in "generate --tokens $P -n 1" bench serve chat; do
         bad "kipp $cmd with KIPP_CPU_ISA=sse9: exit $rc, $(cat "$T/e")"
 done
 
+# A corrupt artifact (a NaN in the first layer's norm; every metadata check
+# still passes) makes every logit NaN: the sampler has nothing to pick, and
+# the message says the model is at fault, not bans (plain and speculative).
+python3 tests/scripts/gguf_tool.py set-f32 "$M" "$T/nan.gguf" blk.0.attn_norm.weight 0 nan ||
+    bad "cannot write the NaN artifact"
+for spec in "" "--spec lookup"; do
+    # shellcheck disable=SC2086 # $spec is empty or a flag and its value
+    "$KIPP" generate -m "$T/nan.gguf" --tokens $P -n 2 $spec >/dev/null 2>"$T/e" &&
+        bad "NaN logits ${spec:-plain}: exit 0"
+    grep -q "the model's logits are NaN" "$T/e" ||
+        bad "NaN logits ${spec:-plain}: message was $(cat "$T/e")"
+done
 [ $fail -eq 0 ] && echo "test_generate: all checks passed"
 exit $fail

@@ -76,7 +76,17 @@ BASE_URL="http://127.0.0.1:$PORT_base" INSTRUCT_URL="http://127.0.0.1:$PORT_inst
 REF_DIR="$T" LOGITS_FILE="$T/logits.f32" N_GEN=$N_GEN BASE_PROMPT="$BASE_PROMPT" BASE_TOKENS=$BASE_TOKENS \
     timeout 120 node tests/node/server_client.mjs || bad "server_client.mjs"
 
-# Both servers must still be alive (no crash on any of the bad requests).
+# A corrupt artifact (a NaN norm weight, every metadata check passed) gives
+# NaN logits: the request fails with a 500 that blames the model, not bans.
+python3 tests/scripts/gguf_tool.py set-f32 "$BASE" "$T/nan.gguf" blk.0.attn_norm.weight 0 nan ||
+    bad "cannot write the NaN artifact"
+start nan "$T/nan.gguf"
+code=$(curl -s --max-time 30 -o "$T/nan.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    -d '{"model":"synthetic-tiny","prompt":"Hello","max_tokens":2}' "http://127.0.0.1:$PORT_nan/v1/completions")
+[ "$code" = 500 ] && grep -q "the model's logits are NaN" "$T/nan.json" ||
+    bad "NaN logits: HTTP $code, $(cat "$T/nan.json")"
+
+# Every server must still be alive (no crash on any of the bad requests).
 for p in $PIDS; do kill -0 "$p" 2>/dev/null || bad "a server died"; done
 curl -sf --max-time 5 "http://127.0.0.1:$PORT_base/metrics" | grep -q "^kipp_active_sessions 0" || bad "metrics after the run"
 

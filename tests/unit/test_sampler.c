@@ -290,5 +290,24 @@ int main(void) {
     for (int i = 0; i < V; i++) work[i] = -INFINITY;
     CHECK(kipp_sampler_probs(s, work, probs) == -1);
     kipp_sampler_destroy(s);
+    /* No pick (-1), and what caused it: every logit NaN (a corrupt model)
+     * or every logit -inf (bans); one NaN among finite logits never wins. */
+    for (float t = 0.0f; t <= 1.0f; t += 1.0f) {
+        p = kipp_sampling_default();
+        p.temperature = t;
+        kipp_sampler *ns = make(&p);
+        for (int i = 0; i < V; i++) logits[i] = NAN;
+        CHECK(draw(ns) == -1 && kipp_logits_have_nan(logits));
+        for (int i = 0; i < V; i++) logits[i] = -INFINITY;
+        CHECK(draw(ns) == -1 && !kipp_logits_have_nan(logits));
+        base_logits();
+        CHECK(!kipp_logits_have_nan(logits));
+        logits[100] = NAN;
+        int32_t id = draw(ns);
+        CHECK(id >= 0 && id != 100 && kipp_logits_have_nan(logits));
+        base_logits();
+        kipp_sampler_destroy(ns);
+    }
+    CHECK(!kipp_logits_have_nan(NULL));
     return test_finish("test_sampler");
 }
