@@ -512,7 +512,8 @@ int kipp_spec_verify(kipp_spec *sp, kipp_sampler *sampler, kipp_session *session
     }
     if (y < 0) {
         sp->n_toks = 0;
-        if (kipp_logits_have_nan(sp->row)) return kipp_fail(err, KIPP_E_BACKEND, "%s", KIPP_NAN_LOGITS);
+        if (kipp_logits_have_nan(sp->row)) /* the server matches this message */
+            return kipp_fail(err, KIPP_E_BACKEND, "%s", KIPP_NAN_LOGITS);
         return kipp_fail(err, KIPP_E_ARGUMENT, "every token is banned; nothing to sample");
     }
     kipp_sampler_accept(sampler, y);

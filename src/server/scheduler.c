@@ -644,8 +644,8 @@ static void take_spec(sched *s, sched_job *j, seq *q, const kipp_eval_item *it) 
         if (strstr(err.message, "banned"))
             snprintf(j->failure, sizeof j->failure, "every token is banned (logit_bias); "
                      "nothing to sample");
-        else if (err.code == KIPP_E_BACKEND && strstr(err.message, "NaN"))
-            snprintf(j->failure, sizeof j->failure, "%s", err.message);
+        else if (strcmp(err.message, KIPP_NAN_LOGITS) == 0)
+            snprintf(j->failure, sizeof j->failure, "%s", KIPP_NAN_LOGITS);
         else
             snprintf(j->failure, sizeof j->failure, "speculation failed: %s", err.message);
         return;

@@ -29,27 +29,14 @@ static bool contains(const char *s, size_t n, const char *word) {
     return false;
 }
 
-/* An exact-size copy of the next NUL-terminated part (ASan then sees any
- * read past it); *p moves past the NUL. */
-static char *next_part(const uint8_t **p, const uint8_t *end, size_t *len, bool *had_nul) {
-    const uint8_t *nul = memchr(*p, 0, (size_t)(end - *p));
-    *len = nul ? (size_t)(nul - *p) : (size_t)(end - *p);
-    *had_nul = nul != NULL;
-    char *copy = malloc(*len ? *len : 1);
-    if (!copy) abort();
-    memcpy(copy, *p, *len);
-    *p = nul ? nul + 1 : end;
-    return copy;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *p = data, *end = data + size;
     size_t config_len, gen_len = 0;
     bool more = false, has_gen = false;
-    char *config = next_part(&p, end, &config_len, &more);
+    char *config = fuzz_next_part(&p, end, &config_len, &more);
     char *gen = NULL;
     if (more) {
-        gen = next_part(&p, end, &gen_len, &more);
+        gen = fuzz_next_part(&p, end, &gen_len, &more);
         has_gen = gen_len > 0;
     }
     uint8_t choice = p < end ? *p : 0;

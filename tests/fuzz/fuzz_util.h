@@ -5,8 +5,11 @@
 #ifndef KIPP_FUZZ_UTIL_H
 #define KIPP_FUZZ_UTIL_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kipp.h"
 
@@ -40,6 +43,22 @@ static inline kipp_model *fuzz_open_model(void) {
         abort();
     }
     return m;
+}
+
+/* For inputs made of NUL-separated parts: the next part of [*p, end) as an
+ * exact-size malloc'd copy (so ASan sees a read past it; the caller frees),
+ * its length in *len; *p moves past the NUL, and *had_nul (when not NULL)
+ * says whether one ended the part. */
+static inline char *fuzz_next_part(const uint8_t **p, const uint8_t *end, size_t *len,
+                                   bool *had_nul) {
+    const uint8_t *nul = memchr(*p, 0, (size_t)(end - *p));
+    *len = nul ? (size_t)(nul - *p) : (size_t)(end - *p);
+    if (had_nul) *had_nul = nul != NULL;
+    char *copy = malloc(*len ? *len : 1);
+    if (!copy) abort();
+    memcpy(copy, *p, *len);
+    *p = nul ? nul + 1 : end;
+    return copy;
 }
 
 #endif

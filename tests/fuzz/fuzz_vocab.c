@@ -25,18 +25,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The next NUL-terminated part of [*p, end) as an exact-size copy (so ASan
- * sees a read past it); *p moves past the NUL. */
-static char *next_part(const uint8_t **p, const uint8_t *end, size_t *len) {
-    const uint8_t *nul = memchr(*p, 0, (size_t)(end - *p));
-    *len = nul ? (size_t)(nul - *p) : (size_t)(end - *p);
-    char *copy = malloc(*len ? *len : 1);
-    if (!copy) abort();
-    memcpy(copy, *p, *len);
-    *p = nul ? nul + 1 : end;
-    return copy;
-}
-
 static void check_encode(const kipp_tokenizer *tok, const kipp_vocab *v, const char *text,
                          size_t len) {
     int32_t *ids = NULL;
@@ -79,9 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *p = data, *end = data + size;
     size_t tok_len, cfg_len = 0, text_len;
     bool has_cfg = size && memchr(data, 0, size);
-    char *tok_json = next_part(&p, end, &tok_len);
-    char *cfg_json = has_cfg ? next_part(&p, end, &cfg_len) : NULL;
-    char *text = next_part(&p, end, &text_len);
+    char *tok_json = fuzz_next_part(&p, end, &tok_len, NULL);
+    char *cfg_json = has_cfg ? fuzz_next_part(&p, end, &cfg_len, NULL) : NULL;
+    char *text = fuzz_next_part(&p, end, &text_len, NULL);
     if (!cfg_json) {
         cfg_json = strdup("{}");
         if (!cfg_json) abort();

@@ -339,6 +339,52 @@ static void lookup_suite(void) {
     kipp_model_close(m);
 }
 
+/* Verification with nothing to pick: rows of NaN (what a corrupt model
+ * gives) fail with KIPP_NAN_LOGITS (the server passes that message on),
+ * rows of -inf with the ban message; either way the drafts are dropped. */
+static void no_pick_suite(void) {
+    kipp_model *m = open_model("synthetic-tiny", KIPP_BACKEND_CPU);
+    CHECK(m);
+    if (!m) return;
+    const int32_t ctx[] = {11, 12, 13, 7, 7, 7};
+    for (int nan_rows = 0; nan_rows < 2; nan_rows++) {
+        kipp_error err = {0};
+        kipp_session *s = NULL;
+        kipp_sampler *smp = NULL;
+        kipp_spec *sp = NULL;
+        kipp_sampling samp = kipp_sampling_default();
+        kipp_session_options so = {.capacity = 64};
+        kipp_spec_options o = {.mode = KIPP_SPEC_LOOKUP, .max_draft = 8, .capacity = 64};
+        int32_t toks[1 + KIPP_SPEC_MAX_DRAFT], out[1 + KIPP_SPEC_MAX_DRAFT];
+        uint32_t n = 0, n_out = 0;
+        CHECK(kipp_session_create(m, &so, &s, &err) == KIPP_OK &&
+              kipp_sampler_create(&samp, &smp, &err) == KIPP_OK &&
+              kipp_spec_create(m, &o, &samp, &sp, &err) == KIPP_OK &&
+              kipp_spec_set_context(sp, ctx, 6, &err) == KIPP_OK &&
+              kipp_spec_draft(sp, 7, 4, toks, &n, &err) == KIPP_OK);
+        float *rows = malloc((size_t)(1 + KIPP_SPEC_MAX_DRAFT) * V * sizeof(float));
+        if (sp && rows && n == 5) {
+            eval(m, s, ctx, 6, 0, NULL);
+            eval(m, s, toks, n, n, rows);
+            for (size_t i = 0; i < (size_t)n * V; i++) rows[i] = nan_rows ? NAN : -INFINITY;
+            int rc = kipp_spec_verify(sp, smp, s, rows, out, &n_out, &err);
+            if (nan_rows)
+                CHECKF(rc == KIPP_E_BACKEND && strcmp(err.message, KIPP_NAN_LOGITS) == 0,
+                       "NaN rows: rc %d, '%s'", rc, err.message);
+            else
+                CHECKF(rc == KIPP_E_ARGUMENT && strstr(err.message, "every token is banned"),
+                       "-inf rows: rc %d, '%s'", rc, err.message);
+        } else {
+            CHECKF(0, "setup: %u drafted, %s", n, err.message);
+        }
+        free(rows);
+        kipp_spec_destroy(sp);
+        kipp_sampler_destroy(smp);
+        kipp_session_destroy(s);
+    }
+    kipp_model_close(m);
+}
+
 /* kipp_spec_draft_batch == each sequence drafting alone: three sequences
  * (two with the draft model, contexts longer than a catch-up chunk, one
  * with lookup), greedy and sampled q; then the argument checks. */
@@ -496,6 +542,7 @@ int main(void) {
     }
     fclose(f);
     lookup_suite();
+    no_pick_suite();
     batch_suite();
     tokenizer_suite();
     gate_suite();
