@@ -78,8 +78,10 @@ echo "FP64 reference: $(cat "$tmp/ref.json")"
 flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null) "
 has() { case "$flags" in *" $1 "*) return 0 ;; esac; return 1; }
 exact=${KIPP_CPU_ISA:-}
-bf16=no why="this processor lacks AVX-512 F/BW/VL/DQ + AVX512_BF16"
-if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf16; then
+bf16=no missing=
+for f in avx512f avx512bw avx512vl avx512dq avx512_bf16; do has $f || missing="$missing $f"; done
+why="this processor lacks${missing}; the tier needs AVX-512 F, BW, VL, DQ and AVX512_BF16"
+if [ -z "$missing" ]; then
     case "$exact" in "" | auto | avx512bf16) bf16=yes ;; *) why="KIPP_CPU_ISA=$exact runs as a machine without it" ;; esac
 fi
 [ "$exact" = avx512bf16 ] && exact=avx512
@@ -99,7 +101,7 @@ if [ $bf16 = yes ]; then
     echo "cpu avx512bf16: $(cat "$tmp/bf.json")"
     echo "ctx 64, bf16:   $(cat "$tmp/bf64.json")"
 else
-    echo "SKIP-PART(machine): avx512bf16 (f) (g): $why"
+    echo "SKIP-PART(machine): the avx512bf16 tier in checks (f) and (g): $why"
     echo null > "$tmp/bf.json"; echo null > "$tmp/bf64.json"
 fi
 
