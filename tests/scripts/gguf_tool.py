@@ -80,7 +80,8 @@ def parse(path):
         if len(blob) != nbytes:
             raise ValueError(f"{path}: tensor {name} truncated")
         out.append({"name": name, "ne": ne, "type": typ, "offset": off, "data": blob})
-    return {"kv": kv, "order": order, "tensors": out, "size": len(data), "data_offset": data_off}
+    return {"kv": kv, "order": order, "tensors": out, "size": len(data), "data_offset": data_off,
+            "bytes": data}
 
 
 def main(argv):
@@ -135,7 +136,7 @@ def main(argv):
         if t is None or t["type"] != 0 or not 0 <= i < len(t["data"]) // 4:
             print(f"no F32 tensor {argv[3]} with element {i}", file=sys.stderr)
             return 1
-        raw = bytearray(open(argv[1], "rb").read())
+        raw = bytearray(f["bytes"])  # the file parse() read, not read again
         at = f["data_offset"] + t["offset"] + 4 * i
         raw[at:at + 4] = struct.pack("<f", float(argv[5]))
         open(argv[2], "wb").write(raw)
