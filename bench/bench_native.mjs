@@ -32,6 +32,7 @@
 //        unless named)
 //        [--llama-bin DIR] [--kipp build/kipp] [--kipp-base OTHER_KIPP]
 //        [--kipp-isa avx512,avx512bf16] [--kv-quant bf16|q8_0]
+//        [--kipp-head bf16|q8_0]
 //
 // --kipp-isa races kipp once per named cpu tier (KIPP_CPU_ISA set for each
 // run; default: KIPP_CPU_ISA if set, else auto) in the same alternation:
@@ -43,12 +44,22 @@
 //
 // --kipp-base adds a second kipp binary (say, a build of the commit before a
 // change) to the alternation (at the first --kipp-isa tier), reported as
-// "kipp-base": before/after and llama.cpp in the same run.
+// "kipp-base": before/after and llama.cpp in the same run. It always reads
+// the stored head (no --head flag, which older builds lack), so
+// `--kipp-base build/kipp --kipp-head q8_0` races the two heads.
 //
 // --kv-quant q8_0 runs both engines with a Q8_0 KV cache (kipp --kv-quant
 // q8_0; llama-bench -ctk q8_0 -ctv q8_0, ggml's same block format) instead
 // of their defaults (kipp BF16, llama.cpp F16); decode rooflines count the
 // Q8_0 cache's bytes (34 per 32 values).
+//
+// --kipp-head q8_0 runs kipp with --head q8_0 (a Q8_0 copy of the output
+// head made at load, opt-in; docs/ARCHITECTURE.md "Quantized output head").
+// llama.cpp still reads the file's BF16 head, so the two engines read
+// different bytes per token: each decode entry's bytes_per_token (and the
+// kipp rooflines) count kipp's Q8_0 head, llama_bytes_per_token (and
+// llama's best-roofline share) the file's. Not like for like: the table
+// says so.
 //
 // --page-cache fresh (the default) drops each GGUF from the page cache
 // before its scheme's runs (dd iflag=nocache count=0: a fadvise DONTNEED,
@@ -70,7 +81,7 @@ import path from "node:path";
 import { parseArgs } from "./args.mjs";
 
 const { opt } = parseArgs("bench_native", ["--schemes", "--base", "--threads", "--rounds", "--cases",
-  "--llama-bin", "--kipp", "--kipp-base", "--kipp-isa", "--kv-quant", "--page-cache"]);
+  "--llama-bin", "--kipp", "--kipp-base", "--kipp-isa", "--kv-quant", "--page-cache", "--kipp-head"]);
 const schemes = opt("--schemes", "bf16,q8_0,affine4_gs32,scale4_gs32").split(",");
 const base = opt("--base", "build/models/synthetic-0.6b");
 const threads = Number(opt("--threads", "2"));
@@ -79,6 +90,8 @@ const kipp = opt("--kipp", "build/kipp");
 const kippBase = opt("--kipp-base", null);
 const kvQuant = opt("--kv-quant", "bf16");
 if (!["bf16", "q8_0"].includes(kvQuant)) { console.error(`bench_native: --kv-quant ${kvQuant}: bf16 or q8_0`); process.exit(2); }
+const kippHead = opt("--kipp-head", "bf16");
+if (!["bf16", "q8_0"].includes(kippHead)) { console.error(`bench_native: --kipp-head ${kippHead}: bf16 or q8_0`); process.exit(2); }
 const pageCache = opt("--page-cache", "fresh");
 if (!["fresh", "keep"].includes(pageCache)) { console.error(`bench_native: --page-cache ${pageCache}: fresh or keep`); process.exit(2); }
 const DECODE = 64;
@@ -172,6 +185,12 @@ function decodeBytes(file) {
   const tied = !g.tensors.some((t) => t.name === "output.weight");
   const embd = g.tensors.find((t) => t.name === "token_embd.weight");
   const weights = g.dataBytes - (tied ? 0 : embd.bytes);
+  // The head's BF16 rows, and the same rows as Q8_0 (34 bytes per 32
+  // values): what --kipp-head q8_0 reads instead.
+  const head = tied ? embd : g.tensors.find((t) => t.name === "output.weight");
+  const headValues = head.dims.reduce((x, y) => x * y, 1);
+  const headQ8Bytes = (headValues / 32) * 34;
+  const kippWeights = kippHead === "q8_0" ? weights - head.bytes + headQ8Bytes : weights;
   const arch = g.meta["general.architecture"] || "qwen3";
   const layers = g.meta[`${arch}.block_count`];
   const kvHeads = g.meta[`${arch}.attention.head_count_kv`] || 8;
@@ -183,7 +202,7 @@ function decodeBytes(file) {
   const projParams = g.tensors.filter((t) => /^blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down))\.weight$/.test(t.name))
     .reduce((a, t) => a + t.dims.reduce((x, y) => x * y, 1), 0);
   const qHeads = g.meta[`${arch}.attention.head_count`] || 16;
-  return { weights, kvPerPos, layers, tied, projParams, qHeads, headDim };
+  return { weights, kippWeights, kvPerPos, layers, tied, projParams, qHeads, headDim };
 }
 
 // ---- machine -------------------------------------------------------------
@@ -237,15 +256,16 @@ const record = {
   kipp_decode_prefetch: process.env.KIPP_CPU_DECODE_PREFETCH || "auto",
   llama: { bin: llamaBin,
            source: sh("cat", [path.join(llamaBin, "..", "SOURCE")]) ?? sh("cat", [path.join(llamaBin, "SOURCE")]) },
-  kipp_base: kippBase, kv_quant: kvQuant, page_cache: pageCache, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
+  kipp_base: kippBase, kv_quant: kvQuant, kipp_head: kippHead, page_cache: pageCache, threads, rounds, decode_tokens: DECODE, schemes: {}, runs: [],
   bandwidth_samples: [],
 };
 
-function kippArgs(file, c) {
+function kippArgs(file, c, head = kippHead) {
   const p = c.kind === "prefill" ? c.p : Math.max(c.depth, 1);
   return ["bench", "-m", file, "--backend", "cpu", "--threads", String(threads), "--prompt-tokens", String(p),
           "--decode", String(c.kind === "prefill" ? 0 : DECODE), "--reps", String(c.reps ?? 1), "--json",
-          ...(kvQuant === "q8_0" ? ["--kv-quant", "q8_0"] : [])];
+          ...(kvQuant === "q8_0" ? ["--kv-quant", "q8_0"] : []),
+          ...(head === "q8_0" ? ["--head", "q8_0"] : [])];
 }
 function llamaArgs(file, c) {
   const a = ["-m", file, "-t", String(threads), "-r", String(c.reps ?? 1), "-o", "json",
@@ -253,8 +273,8 @@ function llamaArgs(file, c) {
   return c.kind === "prefill" ? [...a, "-p", String(c.p), "-n", "0"]
                               : [...a, "-p", "0", "-n", String(DECODE), "-d", String(c.depth)];
 }
-function runKipp(file, c, bin = kipp, t = tiers[0]) {
-  const a = kippArgs(file, c);
+function runKipp(file, c, bin = kipp, t = tiers[0], head = kippHead) {
+  const a = kippArgs(file, c, head);
   const r = spawnSync(bin, a, { encoding: "utf8", maxBuffer: 1 << 24, env: tierEnv(t) });
   if (r.status !== 0) throw new Error(`KIPP_CPU_ISA=${t} kipp ${a.join(" ")}: ${r.stderr}`);
   const j = JSON.parse(r.stdout.trim().split("\n").pop());
@@ -273,7 +293,7 @@ function runLlama(file, c) {
 // machine can take hours) still leaves everything measured so far.
 const stamp = record.date.replace(/[:.]/g, "-");
 mkdirSync(path.join("bench", "results"), { recursive: true });
-const kvTag = kvQuant === "bf16" ? "" : `-kv${kvQuant}`;
+const kvTag = (kvQuant === "bf16" ? "" : `-kv${kvQuant}`) + (kippHead === "bf16" ? "" : `-head${kippHead}`);
 const out = path.join("bench", "results", `native-${path.basename(base)}-t${threads}-${tier}${kvTag}-${stamp}.json`);
 const save = (complete) => {
   record.complete = complete;
@@ -288,6 +308,7 @@ for (const scheme of schemes) {
   const file = scheme === "bf16" ? `${base}.gguf` : `${base}.${scheme}.gguf`;
   const db = decodeBytes(file);
   record.schemes[scheme] = { file, bytes: statSync(file).size, weight_bytes_per_token: db.weights,
+                             kipp_weight_bytes_per_token: db.kippWeights,
                              kv_bytes_per_position: db.kvPerPos, tied_head: db.tied, cases: [] };
   if (pageCache === "fresh") {
     const ev = spawnSync("dd", [`if=${file}`, "iflag=nocache", "count=0", "status=none"], { encoding: "utf8" });
@@ -301,7 +322,7 @@ for (const scheme of schemes) {
     for (const [ci, key] of caseKeys.entries()) {
       const c = allCases[key];
       const engines = [...tiers.map((t) => ["kipp", (f, cc) => runKipp(f, cc, kipp, t)]), ["llama", runLlama]];
-      if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase)]);
+      if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase, tiers[0], "bf16")]);
       if ((r + ci) % 2) engines.reverse();
       const sampleBandwidth = (when) => {
         const b = readBandwidth();
@@ -336,8 +357,10 @@ for (const scheme of schemes) {
     if (kippBase) { entry.kipp_base_tps = median(pick("kipp-base")); entry.base_ratio = entry.kipp_base_tps / l; }
     if (c.kind === "decode") {
       // Mean context over the 64 decoded tokens.
-      const bytes = db.weights + db.kvPerPos * (c.depth + DECODE / 2);
+      const kvBytes = db.kvPerPos * (c.depth + DECODE / 2);
+      const bytes = db.kippWeights + kvBytes;
       entry.bytes_per_token = bytes;
+      entry.llama_bytes_per_token = db.weights + kvBytes;
       // This case's own bandwidth readings (before and after it, every round).
       entry.bandwidth_gb_s = median(record.bandwidth_samples
         .filter((x) => x.scheme === scheme && x.case === c.name).map((x) => x.read_gb_s));
@@ -365,7 +388,7 @@ for (const s of Object.values(record.schemes))
     if (e.bytes_per_token) {
       e.roofline_best_tps = (record.bandwidth_best_gb_s * 1e9) / e.bytes_per_token;
       e.kipp_of_best_roofline = e.kipp_tps / e.roofline_best_tps;
-      e.llama_of_best_roofline = e.llama_tps / e.roofline_best_tps;
+      e.llama_of_best_roofline = e.llama_tps * e.llama_bytes_per_token / (record.bandwidth_best_gb_s * 1e9);
     }
 save(true);
 for (const [scheme, s] of Object.entries(record.schemes))
@@ -374,7 +397,9 @@ for (const [scheme, s] of Object.entries(record.schemes))
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV cache ${kvQuant}, read bandwidth at start ${bw.read_gb_per_s} GB/s, ` +
             `best reading ${record.bandwidth_best_gb_s} GB/s, FP32 FMA peak ${fma.fp32_fma_gflops} GFLOPS, medians of ${rounds} round(s)\n` +
             `(roofline: decode = bytes per token / the median bandwidth read before and after that case; ` +
-            `best: / the best reading of the run, kipp and llama.cpp; prefill = flops per token / FP32 FMA peak)\n`);
+            `best: / the best reading of the run, kipp and llama.cpp; prefill = flops per token / FP32 FMA peak)\n` +
+            (kippHead === "q8_0" ? "kipp runs --head q8_0 (a Q8_0 copy of the output head); llama.cpp reads the file's BF16 head: " +
+                                   "not like for like, and the rooflines count each engine's own bytes\n" : ""));
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
 const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
 const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "bandwidth GB/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`,

@@ -185,6 +185,16 @@ KIPP_API const char *kipp_cpu_decode_prefetch_name(kipp_cpu_decode_prefetch pf);
 /* What AUTO means on this processor (ROWS or SEQ); other values unchanged. */
 KIPP_API kipp_cpu_decode_prefetch kipp_cpu_decode_prefetch_resolve(kipp_cpu_decode_prefetch pf);
 
+/* The output head's weights at run time (kipp_model_options.head_quant). */
+typedef enum kipp_head_quant {
+    KIPP_HEAD_AS_STORED = 0, /* the file's BF16 head */
+    KIPP_HEAD_Q8_0,          /* a Q8_0 copy made at open (the converter's encoder) */
+} kipp_head_quant;
+
+/* "bf16" (as stored), "q8_0"; NULL for values out of range. */
+KIPP_API const char *kipp_head_quant_name(kipp_head_quant h);
+KIPP_API int kipp_head_quant_parse(const char *name, kipp_head_quant *out, kipp_error *err);
+
 /* Zero-initialise and set what you need: every field's zero is its
  * documented default (a NULL options pointer means all defaults). */
 typedef struct kipp_model_options {
@@ -196,6 +206,11 @@ typedef struct kipp_model_options {
      * fits alone. Sessions take 32-position blocks from it as they grow. */
     uint32_t kv_pool_mib;
     kipp_cpu_decode_prefetch cpu_decode_prefetch; /* cpu backend; 0 = AUTO */
+    /* The output head's weights. 0 = as stored (BF16; the embedding when
+     * tied). KIPP_HEAD_Q8_0 quantizes a copy to Q8_0 at open, opt-in: the
+     * head is ~40 % of a Q8_0 model's bytes per token and more of a Q4
+     * one's; docs/ARCHITECTURE.md "Quantized output head" gives its cost. */
+    kipp_head_quant head_quant;
 } kipp_model_options;
 
 KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,
@@ -203,6 +218,8 @@ KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options
 KIPP_API void kipp_model_close(kipp_model *model);
 KIPP_API const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *model);
 KIPP_API const char *kipp_model_quant_scheme(const kipp_model *model);
+/* The head the backend reads: "bf16" (as stored) or "q8_0" (head_quant). */
+KIPP_API const char *kipp_model_head_quant(const kipp_model *model);
 KIPP_API const char *kipp_backend_name(kipp_backend_kind kind);
 /* NULL for base entries. */
 KIPP_API const char *kipp_model_chat_template(const kipp_model *model);

@@ -26,6 +26,15 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
 
 const char *cli_kv_quant_name(kipp_kv_quant q) { return q == KIPP_KV_Q8_0 ? "q8_0" : "bf16"; }
 
+bool cli_parse_head(const char *command, const char *value, kipp_head_quant *out) {
+    kipp_error err = {0};
+    if (kipp_head_quant_parse(value, out, &err)) {
+        fprintf(stderr, "kipp %s: --head: %s\n", command, err.message);
+        return false;
+    }
+    return true;
+}
+
 bool cli_cpu_isa_from_env(const char *command, kipp_model_options *options) {
     const char *v = getenv("KIPP_CPU_ISA");
     kipp_error err = {0};

@@ -15,6 +15,10 @@ bool cli_parse_kv_quant(const char *command, const char *value, kipp_kv_quant *o
 /* The --kv-quant spelling of a format (what cli_parse_kv_quant reads). */
 const char *cli_kv_quant_name(kipp_kv_quant q);
 
+/* --head bf16|q8_0 (kipp_model_options.head_quant: the output head as
+ * stored, or a Q8_0 copy made at load), same contract. */
+bool cli_parse_head(const char *command, const char *value, kipp_head_quant *out);
+
 /* KIPP_CPU_ISA=auto|avx512|avx2|generic|avx512bf16|amx (the last two opt-in)
  * -> options->cpu_isa, and
  * KIPP_CPU_DECODE_PREFETCH=auto|rows|seq -> options->cpu_decode_prefetch (the

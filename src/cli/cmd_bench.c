@@ -72,11 +72,13 @@ static void weights_huge_kib(const char *path, long *pmd_kib, long *size_kib) {
 static void usage(FILE *out) {
     fprintf(out,
             "usage: kipp bench -m FILE [--backend cpu|ref] [-t|--threads N] [--prompt-tokens P]\n"
-            "                  [--decode D] [--reps R] [--kv-quant bf16|q8_0] [--json]\n"
+            "                  [--decode D] [--reps R] [--kv-quant bf16|q8_0]\n"
+            "                  [--head bf16|q8_0] [--json]\n"
             "Prefill tokens/s for a P-token prompt (one eval call) and decode tokens/s over D\n"
             "tokens after it (so decode runs at P..P+D tokens of context); medians of R\n"
             "repetitions after a warm-up. Defaults: cpu, threads 0 = one per online core,\n"
-            "P 512, D 64, R 3, KV cache bf16. --json prints one JSON object.\n");
+            "P 512, D 64, R 3, KV cache bf16, output head as stored (bf16; q8_0: a Q8_0 copy\n"
+            "made at load). --json prints one JSON object.\n");
 }
 
 static double now(void) {
@@ -141,6 +143,7 @@ int cmd_bench(int argc, char **argv) {
     kipp_backend_kind backend = KIPP_BACKEND_CPU;
     int threads = 0, n_prompt = 512, n_decode = 64, reps = 3, json = 0;
     kipp_kv_quant kvq = KIPP_KV_BF16;
+    kipp_head_quant head = KIPP_HEAD_AS_STORED;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -175,6 +178,9 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("bench", v, &kvq)) return 2;
             i++;
+        } else if (!strcmp(a, "--head")) {
+            if (!cli_parse_head("bench", v, &head)) return 2;
+            i++;
         } else if (!strcmp(a, "--reps") || !strcmp(a, "-r")) {
             if (parse_int(v, 1, 64, &reps)) {
                 fprintf(stderr, "kipp bench: --reps wants 1..64, got '%s'\n", v);
@@ -198,7 +204,7 @@ int cmd_bench(int argc, char **argv) {
 
     kipp_error err = {0};
     kipp_model *m = NULL;
-    kipp_model_options mo = {.backend = backend, .threads = threads};
+    kipp_model_options mo = {.backend = backend, .threads = threads, .head_quant = head};
     if (!cli_cpu_isa_from_env("bench", &mo)) return 2;
     if (kipp_model_open(path, &mo, &m, &err)) {
         fprintf(stderr, "kipp bench: %s\n", err.message);
@@ -259,12 +265,12 @@ int cmd_bench(int argc, char **argv) {
         kipp_cpu_decode_prefetch_resolve(mo.cpu_decode_prefetch));
     if (json) {
         printf("{\"backend\":\"%s\",\"model\":\"%s\",\"checkpoint\":\"%s\",\"quant\":\"%s\","
-               "\"isa\":\"%s\",\"decode_prefetch\":\"%s\",\"kv_quant\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
+               "\"isa\":\"%s\",\"decode_prefetch\":\"%s\",\"kv_quant\":\"%s\",\"head\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,"
                "\"decode_context\":%d,\"reps\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                "\"peak_rss_mib\":%.1f,\"weights_map_kib\":%ld,\"weights_pmd_mapped_kib\":%ld,"
                "\"prefill_tps_runs\":[",
                kipp_backend_name(backend), path, c->id, kipp_model_quant_scheme(m),
-               isa, pf, cli_kv_quant_name(kvq), threads, n_prompt, n_decode, n_prompt, reps, p_med,
+               isa, pf, cli_kv_quant_name(kvq), kipp_model_head_quant(m), threads, n_prompt, n_decode, n_prompt, reps, p_med,
                d_med, rss_mib, map_kib, pmd_kib);
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
@@ -273,8 +279,10 @@ int cmd_bench(int argc, char **argv) {
     } else {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
-        printf("backend    %s, %d threads, kernels %s, decode prefetch %s, KV cache %s\n",
-               kipp_backend_name(backend), threads, isa, pf, cli_kv_quant_name(kvq));
+        printf("backend    %s, %d threads, kernels %s, decode prefetch %s, KV cache %s, "
+               "head %s\n",
+               kipp_backend_name(backend), threads, isa, pf, cli_kv_quant_name(kvq),
+               kipp_model_head_quant(m));
         printf("prefill    %d tokens: %.2f tok/s (median of %d)\n", n_prompt, p_med, reps);
         if (n_decode)
             printf("decode     %d tokens at %d..%d context: %.2f tok/s (median of %d)\n",

@@ -34,6 +34,8 @@ static void usage(FILE *out) {
         "  -m, --model FILE       a Kipp GGUF artifact (instruct or thinking-2507 entry)\n"
         "  --backend ref|cpu      compute backend (default cpu); no fallback\n"
         "  -t, --threads N        cpu backend threads (default 0 = one per online core)\n"
+        "  --head bf16|q8_0       output head: as stored (default) or a Q8_0 copy made at\n"
+        "                         load (faster decode; docs/ARCHITECTURE.md)\n"
         "  --ctx N                conversation capacity in positions (default: the\n"
         "                         checkpoint's context, at most 4096)\n"
         "  -n, --max-tokens N     tokens per reply at most (default 512)\n"
@@ -317,6 +319,8 @@ int cmd_chat(int argc, char **argv) {
             if (!cli_parse_backend("chat", val, &mo.backend)) return 2;
         } else if (cli_is_threads_flag(a)) {
             if (!cli_parse_threads("chat", val, &mo.threads)) return 2;
+        } else if (!strcmp(a, "--head")) {
+            if (!cli_parse_head("chat", val, &mo.head_quant)) return 2;
         } else if (!strcmp(a, "--ctx")) rc = parse_l(a, val, 16, 1L << 24, &ctx);
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens"))
             rc = parse_l(a, val, 1, 1L << 24, &c.max_tokens);

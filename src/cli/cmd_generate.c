@@ -36,6 +36,8 @@ static void usage(FILE *out) {
         "  -t, --threads N           cpu backend threads (default 0 = one per online core)\n"
         "  --kv-quant bf16|q8_0      KV cache format (default bf16; q8_0 stores K/V as\n"
         "                            Q8_0 blocks: 1.88x less memory, bounded error)\n"
+        "  --head bf16|q8_0          output head: as stored (bf16, default) or a Q8_0\n"
+        "                            copy made at load (faster decode; docs/ARCHITECTURE.md)\n"
         "  --capacity C              session capacity in positions (default: prompt + N,\n"
         "                            at most the context length)\n"
         "  --all-logits OUT.f32      write little-endian float32 rows [position][151936]\n"
@@ -129,6 +131,7 @@ typedef struct options {
     long capacity;
     kipp_backend_kind backend;
     kipp_kv_quant kv_quant;
+    kipp_head_quant head;
     kipp_sampling sampling;
     kipp_logit_bias bias[64];
     size_t n_bias;
@@ -177,6 +180,8 @@ static int parse_args(int argc, char **argv, options *o) {
             if (!cli_parse_backend("generate", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("generate", v, &o->kv_quant)) return 1;
+        } else if (!strcmp(a, "--head")) {
+            if (!cli_parse_head("generate", v, &o->head)) return 1;
         } else if (!strcmp(a, "--temperature")) rc = parse_float(a, v, &s->temperature);
         else if (!strcmp(a, "--top-k")) {
             rc = parse_long(a, v, 0, KIPP_VOCAB_SIZE, &l);
@@ -516,7 +521,7 @@ int cmd_generate(int argc, char **argv) {
     int rc = 1;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    kipp_model_options mo = {.backend = o.backend, .threads = o.threads};
+    kipp_model_options mo = {.backend = o.backend, .threads = o.threads, .head_quant = o.head};
     if (!cli_cpu_isa_from_env("generate", &mo)) return 2;
     if (o.spec.mode != KIPP_SPEC_OFF && o.all_logits) {
         fprintf(stderr, "kipp generate: --all-logits needs --spec off\n");

@@ -38,6 +38,7 @@ static void usage(FILE *out) {
         "  --backend ref|cpu     compute backend (default: ref)\n"
         "  -t, --threads N       cpu backend threads (default 0 = one per online core)\n"
         "  --kv-quant bf16|q8_0  KV cache format (default bf16)\n"
+        "  --head bf16|q8_0      output head: as stored (default) or a Q8_0 copy made at load\n"
         "  --json                print one JSON object instead of text\n");
 }
 
@@ -47,6 +48,7 @@ typedef struct options {
     int threads; /* 0 = one per online core */
     kipp_backend_kind backend;
     kipp_kv_quant kv_quant;
+    kipp_head_quant head;
     bool json;
 } options;
 
@@ -90,6 +92,8 @@ static int parse_args(int argc, char **argv, options *o) {
             if (!cli_parse_backend("ppl", v, &o->backend)) return 1;
         } else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("ppl", v, &o->kv_quant)) return 1;
+        } else if (!strcmp(a, "--head")) {
+            if (!cli_parse_head("ppl", v, &o->head)) return 1;
         } else {
             fprintf(stderr, "kipp ppl: unknown option '%s' (see --help)\n", a);
             return 1;
@@ -227,7 +231,7 @@ int cmd_ppl(int argc, char **argv) {
     size_t n_ids = 0, text_len = 0;
     float *logits = NULL;
 
-    kipp_model_options mo = {.backend = o.backend, .threads = o.threads};
+    kipp_model_options mo = {.backend = o.backend, .threads = o.threads, .head_quant = o.head};
     if (!cli_cpu_isa_from_env("ppl", &mo)) return 2;
     if (kipp_model_open(o.model, &mo, &model, &err)) {
         fprintf(stderr, "kipp ppl: %s\n", err.message);
@@ -276,14 +280,15 @@ int cmd_ppl(int argc, char **argv) {
     if (o.json)
         printf("{\"ppl\": %.10g, \"nll_mean\": %.12g, \"tokens_scored\": %zu, "
                "\"tokens\": %zu, \"windows\": %zu, \"ctx\": %zu, \"backend\": \"%s\", "
-               "\"kv_quant\": \"%s\", \"weights\": \"%s\", \"checkpoint\": \"%s\"}\n",
+               "\"kv_quant\": \"%s\", \"weights\": \"%s\", \"head\": \"%s\", "
+               "\"checkpoint\": \"%s\"}\n",
                ppl, mean, res.scored, n_ids, res.windows, ctx, kipp_backend_name(o.backend), kvq,
-               kipp_model_quant_scheme(model), ck->id);
+               kipp_model_quant_scheme(model), kipp_model_head_quant(model), ck->id);
     else
         printf("ppl %.4f over %zu scored tokens (%zu tokens, %zu windows of ctx %zu; "
-               "mean nll %.6f; backend %s, kv %s, weights %s)\n",
+               "mean nll %.6f; backend %s, kv %s, weights %s, head %s)\n",
                ppl, res.scored, n_ids, res.windows, ctx, mean, kipp_backend_name(o.backend), kvq,
-               kipp_model_quant_scheme(model));
+               kipp_model_quant_scheme(model), kipp_model_head_quant(model));
     rc = 0;
 done:
     kipp_session_destroy(s);

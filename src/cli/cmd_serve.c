@@ -99,6 +99,8 @@ static void usage(FILE *out) {
         "                         (default: room for 4 x ctx positions)\n"
         "  --kv-budget N          the same, given in positions (rounded up to whole MiB)\n"
         "  --kv-quant bf16|q8_0   KV cache format (default bf16)\n"
+        "  --head bf16|q8_0       output head: as stored (default) or a Q8_0 copy made at\n"
+        "                         load (faster decode; docs/ARCHITECTURE.md)\n"
         "  --max-body BYTES       largest request body (default 1048576)\n"
         "  --header-timeout S     a request head must arrive within S seconds (default 10)\n"
         "  --body-timeout S       its body within S seconds after the head (default 30)\n"
@@ -186,6 +188,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--kv-pool-mib")) rc = parse_num(a, val, 1, 1LL << 24, &pool_mib);
         else if (!strcmp(a, "--kv-quant")) {
             if (!cli_parse_kv_quant("serve", val, &cfg.kv_quant)) return 2;
+        } else if (!strcmp(a, "--head")) {
+            if (!cli_parse_head("serve", val, &mo->head_quant)) return 2;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_num(a, val, 1024, 1LL << 30, &v);
             cfg.max_body_bytes = (size_t)v;

@@ -88,4 +88,11 @@ typedef bool (*kipp_weight_type_ok)(uint32_t ggml_type, bool vector);
 int kipp_weights_check(const kipp_checkpoint *c, const kipp_weights *w, const char *backend,
                        kipp_weight_type_ok type_ok, uint64_t k_align, kipp_error *err);
 
+/* Replaces the bound BF16 output head w->output with a Q8_0 copy (the
+ * converter's encoder, row by row, rows split over up to `threads`
+ * threads; the bytes do not depend on it); *owned is the copy, for free()
+ * after the backend is gone. w->token_embd is untouched (a tied head's
+ * embedding lookup keeps BF16). */
+int kipp_weights_quantize_head(kipp_weights *w, int threads, void **owned, kipp_error *err);
+
 #endif

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/model_internal.h"
@@ -60,6 +61,22 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
                      name);
 }
 
+const char *kipp_head_quant_name(kipp_head_quant h) {
+    switch (h) {
+    case KIPP_HEAD_AS_STORED: return "bf16";
+    case KIPP_HEAD_Q8_0: return "q8_0";
+    }
+    return NULL;
+}
+
+int kipp_head_quant_parse(const char *name, kipp_head_quant *out, kipp_error *err) {
+    if (!name || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_head_quant_parse: NULL argument");
+    if (!strcmp(name, "bf16")) *out = KIPP_HEAD_AS_STORED;
+    else if (!strcmp(name, "q8_0")) *out = KIPP_HEAD_Q8_0;
+    else return kipp_fail(err, KIPP_E_ARGUMENT, "unknown output head format '%s' (bf16, q8_0)", name);
+    return KIPP_OK;
+}
+
 int kipp_model_open_with(const char *path, const kipp_model_options *options,
                          const kipp_backend_ops *ops, kipp_model **out, kipp_error *err) {
     if (!path || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_model_open: NULL argument");
@@ -70,6 +87,11 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
     if (!m) return KIPP_E_MEMORY;
     m->backend_kind = options->backend;
     m->kv_pool_mib = options->kv_pool_mib;
+    if (!kipp_head_quant_name(options->head_quant)) {
+        free(m);
+        return kipp_fail(err, KIPP_E_ARGUMENT, "unknown output head format %d (bf16, q8_0)",
+                         (int)options->head_quant);
+    }
     int rc = kipp_artifact_open(path, &m->artifact, err);
     if (rc) {
         free(m);
@@ -78,6 +100,13 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
     rc = kipp_tokenizer_create(&m->artifact, &m->tokenizer, err);
     if (rc) goto fail;
     if (options->backend != KIPP_BACKEND_NONE) {
+        /* Only a backend reads the head, so only then is it requantized. */
+        if (options->head_quant == KIPP_HEAD_Q8_0) {
+            int qt = options->threads > 0 ? options->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+            rc = kipp_weights_quantize_head(&m->artifact.weights, qt, &m->head_copy, err);
+            if (rc) goto fail;
+            m->head_quant = KIPP_HEAD_Q8_0;
+        }
         if (!ops) {
             rc = kipp_fail(err, KIPP_E_BACKEND, "backend '%s' is not available in this build",
                            kipp_backend_name(options->backend));
@@ -93,6 +122,7 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
     *out = m;
     return KIPP_OK;
 fail:
+    free(m->head_copy);
     kipp_tokenizer_destroy(m->tokenizer);
     kipp_vocab_index_free(m->vocab_index);
     kipp_artifact_close(&m->artifact);
@@ -104,6 +134,7 @@ void kipp_model_close(kipp_model *m) {
     if (!m) return;
     kipp_model_release_pools(m);
     if (m->backend) m->backend->model_destroy(m->backend_state);
+    free(m->head_copy);
     kipp_tokenizer_destroy(m->tokenizer);
     kipp_vocab_index_free(m->vocab_index);
     kipp_artifact_close(&m->artifact);
@@ -116,6 +147,10 @@ const kipp_checkpoint *kipp_model_checkpoint(const kipp_model *m) {
 
 const char *kipp_model_quant_scheme(const kipp_model *m) {
     return m ? kipp_quant_scheme_name(m->artifact.quant) : NULL;
+}
+
+const char *kipp_model_head_quant(const kipp_model *m) {
+    return m ? kipp_head_quant_name(m->head_quant) : NULL;
 }
 
 const char *kipp_model_chat_template(const kipp_model *m) {

@@ -20,6 +20,10 @@ struct kipp_model {
      * (core/grammar.c) */
     struct kipp_vocab_index *vocab_index;
     uint32_t kv_pool_mib;          /* from kipp_model_options; 0 = one context */
+    /* The output head the backend reads: as stored, or a Q8_0 copy made at
+     * open (head_copy, owned; artifact.weights.output points at it). */
+    kipp_head_quant head_quant;
+    void *head_copy;
     /* The shared KV pool, one per format, made at its first session
      * (kipp_model_pool); the backend holds the matching K/V store. */
     kipp_kv_pool *pools[2];

@@ -675,9 +675,9 @@ void api_format_model(json_buf *b, const kipp_model *m, long long created) {
     kipp_json_buf_append_string(b, ck->id, strlen(ck->id));
     kipp_json_buf_appendf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"kipp\","
                      "\"variant\":\"%s\",\"context_length\":%u,\"quantization\":\"%s\","
-                     "\"chat\":%s,\"synthetic\":%s",
+                     "\"output_head\":\"%s\",\"chat\":%s,\"synthetic\":%s",
                      created, kipp_variant_name(ck->variant), ck->context,
-                     kipp_model_quant_scheme(m),
+                     kipp_model_quant_scheme(m), kipp_model_head_quant(m),
                      ck->variant == KIPP_VARIANT_INSTRUCT || ck->variant == KIPP_VARIANT_THINKING_2507
                          ? "true" : "false",
                      ck->synthetic ? "true" : "false");

@@ -11,6 +11,13 @@
 # identical argmax and NMSE <= 5e-5 at every position, and NMSE <= 1e-8
 # against the reference with K/V rounded through BF16.
 # Also: the committed prompt ids equal a fresh transformers.js tokenization.
+# And the opt-in Q8_0 output head (`--head q8_0`): the oracle with it vs the
+# reference with its own numpy Q8_0 round trip of lm_head (--head-q8_0), on
+# synthetic-tiny's "short" prompt with K/V rounded through BF16: identical
+# argmax and NMSE <= 1e-8 (measured 4.3e-9 on 2026-12-06, the stored head's
+# figure too); against the reference's unquantized head the worst NMSE
+# must be >= 1e-6 (measured 2.6e-5: the head's Q8_0 rounding), so a head
+# that was not quantized, or quantized another way, fails one of the two.
 set -u
 BUILD=${BUILD:-build}
 KIPP=${KIPP:-$BUILD/kipp}
@@ -53,4 +60,20 @@ for id in synthetic-tiny synthetic-tiny-instruct; do
     $PY tools/reference/golden.py check --model-dir "$MODELS/$id" --vectors "$vec" \
         --oracle-dir "$tmp/$id" ${KIPP_TEST_FULL:+--stats} || status=1
 done
+echo "== synthetic-tiny, --head q8_0"
+HEAD_IDS=$($PY tools/reference/golden.py list-prompts --vectors tests/vectors/synthetic-tiny |
+    awk '$1 == "short" { print $2 }')
+if [ -z "$HEAD_IDS" ]; then
+    echo "FAIL: no prompt named short in tests/vectors/synthetic-tiny"; status=1
+elif ! "$KIPP" generate -m "$MODELS/synthetic-tiny.gguf" --tokens "$HEAD_IDS" -n 0 --backend ref \
+        --head q8_0 --all-logits "$tmp/head_q8_0.f32" < /dev/null > "$tmp/head.out" 2>&1; then
+    echo "FAIL: kipp generate --head q8_0:"; tail -n 5 "$tmp/head.out"; status=1
+else
+    printf 'oracle --head q8_0 vs reference --head-q8_0: '
+    $PY tools/reference/qwen3_reference.py --model "$MODELS/synthetic-tiny" --tokens "$HEAD_IDS" \
+        --kv-bf16 --head-q8_0 --compare "$tmp/head_q8_0.f32" --nmse-max 1e-8 || status=1
+    printf 'oracle --head q8_0 vs reference, stored head: '
+    $PY tools/reference/qwen3_reference.py --model "$MODELS/synthetic-tiny" --tokens "$HEAD_IDS" \
+        --kv-bf16 --compare "$tmp/head_q8_0.f32" --nmse-min 1e-6 || status=1
+fi
 exit $status

@@ -43,6 +43,26 @@ static void check_isa_names(void) {
     CHECK(kipp_cpu_isa_parse("", &v, NULL) == KIPP_E_ARGUMENT);
 }
 
+static void check_head_names(void) {
+    const kipp_head_quant all[] = {KIPP_HEAD_AS_STORED, KIPP_HEAD_Q8_0};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *name = kipp_head_quant_name(all[i]);
+        kipp_head_quant back = (kipp_head_quant)-1;
+        kipp_error err = {0};
+        CHECKF(name && kipp_head_quant_parse(name, &back, &err) == KIPP_OK && back == all[i],
+               "head %d does not round-trip: %s", (int)all[i], err.message);
+    }
+    CHECK(strcmp(kipp_head_quant_name(KIPP_HEAD_AS_STORED), "bf16") == 0);
+    CHECK(kipp_head_quant_name((kipp_head_quant)7) == NULL);
+    kipp_head_quant h = KIPP_HEAD_Q8_0;
+    kipp_error err = {0};
+    CHECK(kipp_head_quant_parse("q4_0", &h, &err) == KIPP_E_ARGUMENT);
+    CHECKF(strstr(err.message, "unknown output head format 'q4_0'") != NULL, "message: %s",
+           err.message);
+    CHECK(h == KIPP_HEAD_Q8_0); /* untouched on error */
+    CHECK(kipp_head_quant_parse(NULL, &h, NULL) == KIPP_E_ARGUMENT);
+}
+
 static void check_open(const char *path) {
     kipp_model *m = NULL;
     kipp_error err = {0};
@@ -60,6 +80,27 @@ static void check_open(const char *path) {
     CHECK(kipp_model_open(path, &o, &m, &err) == KIPP_E_BACKEND);
     CHECKF(strstr(err.message, "unknown kernel tier 99") != NULL, "message: %s", err.message);
     CHECK(m == NULL);
+
+    /* A head format outside the enum: refused before the file is read. */
+    kipp_model_options bad_head = {.backend = KIPP_BACKEND_CPU, .head_quant = (kipp_head_quant)7};
+    m = NULL;
+    CHECK(kipp_model_open(path, &bad_head, &m, &err) == KIPP_E_ARGUMENT);
+    CHECKF(strstr(err.message, "unknown output head format 7") != NULL, "message: %s",
+           err.message);
+    CHECK(m == NULL);
+
+    /* The Q8_0 head: made for a backend only (the ref model reports it;
+     * a tokenizer-only open leaves the head as stored). */
+    kipp_model_options q8 = {.backend = KIPP_BACKEND_REF, .head_quant = KIPP_HEAD_Q8_0};
+    CHECKF(kipp_model_open(path, &q8, &m, &err) == KIPP_OK, "q8_0 head: %s", err.message);
+    CHECK(m && strcmp(kipp_model_head_quant(m), "q8_0") == 0);
+    kipp_model_close(m);
+    q8.backend = KIPP_BACKEND_NONE;
+    CHECKF(kipp_model_open(path, &q8, &m, &err) == KIPP_OK, "q8_0 head, no backend: %s",
+           err.message);
+    CHECK(m && strcmp(kipp_model_head_quant(m), "bf16") == 0);
+    kipp_model_close(m);
+    CHECK(kipp_model_head_quant(NULL) == NULL);
 
     /* The portable tier runs everywhere. */
     o.cpu_isa = KIPP_CPU_ISA_GENERIC;
@@ -82,6 +123,7 @@ static void check_open(const char *path) {
 int main(void) {
     check_version();
     check_isa_names();
+    check_head_names();
     char path[512];
     snprintf(path, sizeof path, "%s/models/synthetic-tiny.gguf", test_build_dir());
     check_open(path);

@@ -17,7 +17,9 @@
  * Variants (fixtures from `make fixtures`): synthetic-tiny.q8_0 and
  * .scale4_gs32 (Q4_0) with the BF16 cache, .affine4_gs32 (Q4_1) with the
  * Q8_0 cache (the cache format does not touch the matmuls, so one variant
- * covers it); synthetic-0.6b's quantized files too with KIPP_TEST_FULL=1
+ * covers it); the opt-in Q8_0 output head (kipp_model_options.head_quant)
+ * on synthetic-tiny and .scale4_gs32, the oracle reading the same head;
+ * synthetic-0.6b's quantized files too with KIPP_TEST_FULL=1
  * (fixtures synthetic-0.6b.SCHEME.gguf, `make build/models/synthetic-0.6b.q8_0.gguf`). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -86,6 +88,24 @@
  * 3.96e-4, affine4_gs32 with the Q8_0 cache 5.73e-4, scale4_gs32 3.52e-4;
  * 1-2 near-ties excused per variant (of 43 rows). */
 #define NMSE_I8_06B 1e-3
+/* The opt-in Q8_0 output head (kipp_model_options.head_quant), cpu vs the
+ * oracle with the same head. Measured (2026-12-06, Intel Xeon family 6
+ * model 207), worst rows, synthetic-tiny / synthetic-tiny.scale4_gs32:
+ * generic 2.4e-8 / 5.0e-8, avx2 3.7e-8 / 1.3e-7, avx512 5.5e-8 / 8.7e-8,
+ * avx2i8 (8-bit activations into the head, and the Q4_0 projections)
+ * 3.5e-5 / 2.6e-4 (one near-tie excused). Bounds: exact tiers 10x the
+ * worst; avx2i8 3x; avx512bf16 (not on that machine) DESIGN's 1e-4, as
+ * for tiny.q8_0 whose every matmul reads Q8_0 rows. The head's own effect,
+ * the oracle with it against the oracle with the stored head, measured
+ * 2.6e-5 on both (what Q8_0 rounding of Gaussian-like rows predicts: a
+ * step of max|w| / 127, ~2.1 sigma / 127 over 32 values, gives a relative
+ * variance of ~2.3e-5): it must lie within 10x of that either way (a head
+ * left BF16 gives 0; a coarser one, 1e-3 and up). */
+#define NMSE_TINY_HEAD_Q8_0 1.5e-6
+#define NMSE_TINY_HEAD_Q8_0_BF16 1e-4
+#define NMSE_TINY_HEAD_Q8_0_I8 8e-4
+#define HEAD_Q8_0_EFFECT_MIN 2.6e-6
+#define HEAD_Q8_0_EFFECT_MAX 2.6e-4
 static double nmse_bound; /* the current variant's, for the current tier */
 
 enum { L = 40, DECODE = 3, T = L + DECODE, CAP = 64, COMP = 13 };
@@ -98,9 +118,12 @@ static int32_t rand_token(void) {
     return (int32_t)(rng_state % 151000);
 }
 
+static kipp_head_quant variant_head; /* the current variant's output head */
+
 static kipp_model *open_model(const char *path, kipp_backend_kind kind, const char *isa,
                               int threads) {
     kipp_model_options o = test_model_options(kind, threads, isa);
+    o.head_quant = variant_head;
     kipp_model *m = NULL;
     kipp_error err = {0};
     if (kipp_model_open(path, &o, &m, &err)) {
@@ -199,10 +222,26 @@ static float *rows_buf(uint32_t rows) {
     return p;
 }
 
+static double rows_nmse(const float *a, const float *b, uint32_t rows) {
+    double worst = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < V; i++) {
+            double d = (double)a[(size_t)r * V + i] - b[(size_t)r * V + i];
+            num += d * d;
+            den += (double)b[(size_t)r * V + i] * b[(size_t)r * V + i];
+        }
+        double e = den > 0 ? num / den : num;
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
 /* bound: FP32-activation tiers; bound_bf16: tiers with act_bf16; bound_i8:
- * tiers with act_i8. */
-static void run_variant(const char *file, kipp_kv_quant kvq, double bound, double bound_bf16,
-                        double bound_i8) {
+ * tiers with act_i8. head: the output head the variant runs (the oracle
+ * runs the same one). */
+static void run_variant(const char *file, kipp_kv_quant kvq, kipp_head_quant head, double bound,
+                        double bound_bf16, double bound_i8) {
     char path[512];
     snprintf(path, sizeof path, "%s/models/%s.gguf", test_build_dir(), file);
     FILE *f = fopen(path, "rb");
@@ -213,6 +252,8 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
     }
     fclose(f);
     const char *kvname = kvq == KIPP_KV_Q8_0 ? "q8_0" : "bf16";
+    const char *headname = kipp_head_quant_name(head);
+    variant_head = head;
     rng_state = 0x9a5e0000ull + (uint64_t)kvq;
     int32_t prompt[T], comp[COMP + DECODE];
     for (uint32_t i = 0; i < L; i++) prompt[i] = rand_token();
@@ -234,8 +275,33 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
         feed(rm, rs, prompt + L + d, 1, NULL, ref + (size_t)(L + d) * V);
     }
     kipp_session_destroy(rs);
+    CHECKF(rm && !strcmp(kipp_model_head_quant(rm), headname), "%s: the oracle reads head %s",
+           file, kipp_model_head_quant(rm));
     kipp_model_close(rm);
-    fprintf(stderr, "%s, %s KV: ref %.1f s\n", file, kvname, kipp_now_seconds() - t0);
+    fprintf(stderr, "%s, %s KV, %s head: ref %.1f s\n", file, kvname, headname,
+            kipp_now_seconds() - t0);
+    if (head != KIPP_HEAD_AS_STORED) {
+        /* The quantized head is a different head: the oracle with the
+         * stored one must give other logits (else the option did nothing),
+         * though close ones (the head's Q8_0 rounding only). */
+        float *stored = rows_buf(L);
+        variant_head = KIPP_HEAD_AS_STORED;
+        kipp_model *sm = open_model(path, KIPP_BACKEND_REF, NULL, 1);
+        variant_head = head;
+        CHECK(sm != NULL);
+        if (sm) {
+            kipp_session *ss = new_session(sm, kvq);
+            feed(sm, ss, prompt, L, NULL, stored);
+            kipp_session_destroy(ss);
+            kipp_model_close(sm);
+            double e = rows_nmse(ref, stored, L);
+            fprintf(stderr, "  oracle, %s head vs stored head: worst NMSE %.2e\n", headname, e);
+            CHECKF(e > HEAD_Q8_0_EFFECT_MIN && e <= HEAD_Q8_0_EFFECT_MAX,
+                   "%s: the %s head moves the oracle's logits by NMSE %.2e, outside (%g, %g]",
+                   file, headname, e, HEAD_Q8_0_EFFECT_MIN, HEAD_Q8_0_EFFECT_MAX);
+        }
+        free(stored);
+    }
 
     float *a = rows_buf(T), *b = rows_buf(T), *c = rows_buf(COMP + DECODE);
     const char *const *tiers = test_tier_names;
@@ -249,7 +315,8 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
         nmse_bound = kern->act_i8 ? bound_i8 : act_rounded ? bound_bf16 : bound;
         tally = (test_argmax_tally){0};
         char label[96];
-        snprintf(label, sizeof label, "%s/%s-kv/%s", file, kvname, tiers[t]);
+        snprintf(label, sizeof label, "%s/%s-kv/%s%s", file, kvname, tiers[t],
+                 head != KIPP_HEAD_AS_STORED ? "/q8_0-head" : "");
         kipp_model *m2 = open_model(path, KIPP_BACKEND_CPU, tiers[t], 2);
         CHECKF(m2 != NULL, "tier %s does not open", tiers[t]);
         if (!m2) continue;
@@ -312,6 +379,7 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
     free(b);
     free(c);
     free(ref);
+    variant_head = KIPP_HEAD_AS_STORED;
 }
 
 /* Under ThreadSanitizer (5-15x slower) one variant only. */
@@ -328,25 +396,31 @@ static void run_variant(const char *file, kipp_kv_quant kvq, double bound, doubl
 
 int main(void) {
     if (UNDER_TSAN) {
-        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8,
+        run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, KIPP_HEAD_AS_STORED, NMSE_TINY_Q4_1_KVQ8,
                     NMSE_TINY_Q4_1_KVQ8_BF16, NMSE_TINY_Q4_1_KVQ8_I8);
         return test_finish("test_cpu_quant (thread-sanitizer plan)");
     }
-    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16, NMSE_TINY_Q8_0, NMSE_TINY_Q8_0_BF16,
+    run_variant("synthetic-tiny.q8_0", KIPP_KV_BF16, KIPP_HEAD_AS_STORED, NMSE_TINY_Q8_0, NMSE_TINY_Q8_0_BF16,
                 NMSE_TINY_Q8_0_I8);
-    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, NMSE_TINY_Q4_1_KVQ8,
+    run_variant("synthetic-tiny.affine4_gs32", KIPP_KV_Q8_0, KIPP_HEAD_AS_STORED, NMSE_TINY_Q4_1_KVQ8,
                 NMSE_TINY_Q4_1_KVQ8_BF16, NMSE_TINY_Q4_1_KVQ8_I8);
-    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, NMSE_TINY_Q4_0, NMSE_TINY_Q4_0_BF16,
-                NMSE_TINY_Q4_0_I8);
+    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, KIPP_HEAD_AS_STORED, NMSE_TINY_Q4_0,
+                NMSE_TINY_Q4_0_BF16, NMSE_TINY_Q4_0_I8);
+    /* The opt-in Q8_0 output head: on BF16 weights (the head is the only
+     * quantized matmul) and on Q4_0 ones (what it is for). */
+    run_variant("synthetic-tiny", KIPP_KV_BF16, KIPP_HEAD_Q8_0, NMSE_TINY_HEAD_Q8_0,
+                NMSE_TINY_HEAD_Q8_0_BF16, NMSE_TINY_HEAD_Q8_0_I8);
+    run_variant("synthetic-tiny.scale4_gs32", KIPP_KV_BF16, KIPP_HEAD_Q8_0, NMSE_TINY_HEAD_Q8_0,
+                NMSE_TINY_HEAD_Q8_0_BF16, NMSE_TINY_HEAD_Q8_0_I8);
     const char *full = getenv("KIPP_TEST_FULL");
     if (full && strcmp(full, "1") == 0) {
-        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, NMSE_DESIGN, NMSE_BF16_06B,
+        run_variant("synthetic-0.6b.q8_0", KIPP_KV_BF16, KIPP_HEAD_AS_STORED, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_BF16_06B,
+        run_variant("synthetic-0.6b.affine4_gs32", KIPP_KV_Q8_0, KIPP_HEAD_AS_STORED, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, NMSE_DESIGN, NMSE_BF16_06B,
+        run_variant("synthetic-0.6b.scale4_gs32", KIPP_KV_BF16, KIPP_HEAD_AS_STORED, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
-        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, NMSE_DESIGN, NMSE_BF16_06B,
+        run_variant("synthetic-0.6b", KIPP_KV_Q8_0, KIPP_HEAD_AS_STORED, NMSE_DESIGN, NMSE_BF16_06B,
                     NMSE_I8_06B);
     } else {
         fprintf(stderr, "synthetic-0.6b variants: only with KIPP_TEST_FULL=1\n");

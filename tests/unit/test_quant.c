@@ -4,6 +4,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/artifact.h"
 #include "core/common.h"
 #include "core/quant.h"
 #include "test_util.h"
@@ -153,10 +157,60 @@ static void test_nibble_order(void) {
     }
 }
 
+/* kipp_weights_quantize_head (the opt-in Q8_0 output head): a hand-built
+ * 3 x 64 BF16 head becomes exactly the blocks the encoder writes for its
+ * widened rows, with the tensor's type, shape and size updated and the
+ * embedding left alone; a head that is not BF16, or whose width is not a
+ * multiple of 32, is refused with a message naming why. */
+static void test_quantize_head(void) {
+    enum { ROWS = 3, COLS = 64 };
+    uint16_t head[ROWS * COLS];
+    float widened[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) {
+        head[i] = kipp_f32_to_bf16(uniform() * (i % 7 == 0 ? 9.0f : 0.25f));
+        widened[i] = kipp_bf16_to_f32(head[i]);
+    }
+    kipp_block_q8_0 want[ROWS * COLS / 32];
+    kipp_quantize_q8_0(widened, ROWS * COLS, want); /* rows are whole blocks */
+    kipp_tensor t = {.data = head, .type = GGML_TYPE_BF16, .rows = ROWS, .cols = COLS,
+                     .nbytes = sizeof head};
+    /* 1 thread, 2 (rows split 1 + 2), and more threads than rows */
+    static const int thread_counts[] = {1, 2, 5};
+    for (size_t i = 0; i < sizeof thread_counts / sizeof thread_counts[0]; i++) {
+        kipp_weights w = {.token_embd = t, .output = t};
+        void *owned = NULL;
+        kipp_error err = {0};
+        CHECKF(kipp_weights_quantize_head(&w, thread_counts[i], &owned, &err) == KIPP_OK, "%s",
+               err.message);
+        CHECK(owned != NULL && w.output.data == owned);
+        CHECK(w.output.type == GGML_TYPE_Q8_0 && w.output.rows == ROWS && w.output.cols == COLS);
+        CHECK(w.output.nbytes == sizeof want);
+        CHECKF(owned && memcmp(owned, want, sizeof want) == 0, "%d threads: other bytes",
+               thread_counts[i]);
+        CHECK(w.token_embd.data == head && w.token_embd.type == GGML_TYPE_BF16);
+        free(owned);
+    }
+    void *owned = NULL;
+    kipp_error err = {0};
+
+    kipp_weights not_bf16 = {.output = {.data = widened, .type = GGML_TYPE_F32, .rows = ROWS,
+                                        .cols = COLS, .nbytes = sizeof widened}};
+    owned = (void *)1;
+    CHECK(kipp_weights_quantize_head(&not_bf16, 1, &owned, &err) == KIPP_E_UNSUPPORTED);
+    CHECKF(strstr(err.message, "only a BF16 head") != NULL, "message: %s", err.message);
+    CHECK(owned == NULL && not_bf16.output.data == widened);
+    kipp_weights narrow = {.output = {.data = head, .type = GGML_TYPE_BF16, .rows = 4,
+                                      .cols = 48, .nbytes = sizeof head}};
+    CHECK(kipp_weights_quantize_head(&narrow, 1, &owned, &err) == KIPP_E_FORMAT);
+    CHECKF(strstr(err.message, "width 48") != NULL, "message: %s", err.message);
+    CHECK(narrow.output.data == head);
+}
+
 int main(void) {
     test_random_error_bounds();
     test_exact_on_rounded_scale();
     test_edge_blocks();
     test_nibble_order();
+    test_quantize_head();
     return test_finish("test_quant");
 }

@@ -21,14 +21,19 @@ model.safetensors.index.json), never our GGUF, and follows the upstream
     h = RMSNorm(x) * post_attention_layernorm
     x = x + down(silu(gate(h)) * up(h))
   logits = RMSNorm(x) * norm  @ lm_head^T   (lm_head = embed_tokens when tied)
+  [--head-q8_0: lm_head replaced by its Q8_0 round trip (ggml's block layout,
+   the scale rule docs/ARCHITECTURE.md gives for kipp's encoder), what
+   `kipp ... --head q8_0` reads]
 
 BF16 weights widen exactly to float64, so the only differences between this
 and an exact-arithmetic forward pass are float64 rounding (~1e-16 relative).
 
 Usage (run with /usr/bin/python3, the interpreter that has numpy):
-  qwen3_reference.py --model DIR --tokens 1,2,3 [--kv-bf16]
+  qwen3_reference.py --model DIR --tokens 1,2,3 [--kv-bf16] [--head-q8_0]
         [--out FILE] [--out-dtype f32|f64]      write logits rows [position][vocab]
         [--compare ORACLE.f32]                  NMSE/argmax of a float32 logits file
+        [--nmse-max X] [--nmse-min Y]           with --compare: also fail unless
+                                                every row's NMSE <= X / the worst >= Y
         [--summary]                             argmax, top-1 margin, entropy per position
 The library entry points (load_checkpoint, forward_hidden, lm_head_logits,
 forward_logits) are used by golden.py.
@@ -171,6 +176,27 @@ class Model:
             })
         if self.embed.shape != (self.vocab, self.hidden):
             raise ValueError(f"embed_tokens shape {self.embed.shape} does not match config")
+
+
+def q8_0_round_trip(w):
+    """(rows, cols) float64 weights -> the values a Q8_0 encoding of their
+    float32 widening decodes to, float64. Per 32-value block along a row:
+    d = fp16(max|x| / 127) (round to nearest even; numpy's float16 cast),
+    q = x / d in float32 rounded half away from zero and clamped to
+    [-127, 127] (0 where d is 0), value = d * q. Blocks are quantized
+    against the fp16-rounded d, so this is exactly what a decoder of the
+    stored block computes."""
+    rows, cols = w.shape
+    if cols % 32:
+        raise ValueError(f"Q8_0 needs a width that is a multiple of 32, got {cols}")
+    x = w.astype(np.float32).reshape(rows, cols // 32, 32)
+    amax = np.max(np.abs(x), axis=-1)
+    d = np.minimum(amax / np.float32(127), np.float32(65504)).astype(np.float16).astype(np.float32)
+    safe = np.where(d > 0, d, np.float32(1))[..., None]
+    quot = (x / safe).astype(np.float64)
+    q = np.clip(np.sign(quot) * np.floor(np.abs(quot) + 0.5), -127, 127)
+    q = np.where(d[..., None] > 0, q, 0.0)
+    return (q * d[..., None].astype(np.float64)).reshape(rows, cols)
 
 
 # ---- the math -----------------------------------------------------------------
@@ -318,10 +344,16 @@ def main(argv):
     ap.add_argument("--out-dtype", choices=["f32", "f64"], default="f32")
     ap.add_argument("--compare", help="float32 logits file [position][vocab] to compare")
     ap.add_argument("--summary", action="store_true", help="print per-position statistics")
+    ap.add_argument("--head-q8_0", action="store_true",
+                    help="replace lm_head by its Q8_0 round trip (kipp --head q8_0)")
+    ap.add_argument("--nmse-max", type=float, help="with --compare: fail if a row's NMSE exceeds this")
+    ap.add_argument("--nmse-min", type=float, help="with --compare: fail if the worst row's NMSE is below this")
     args = ap.parse_args(argv)
 
     ids = [int(s) for s in args.tokens.split(",") if s.strip()]
     model = Model(args.model)
+    if args.head_q8_0:
+        model.lm_head = q8_0_round_trip(model.lm_head)
     logits = forward_logits(model, ids, args.kv_bf16)
     if args.out:
         logits.astype("<f4" if args.out_dtype == "f32" else "<f8").tofile(args.out)
@@ -341,6 +373,12 @@ def main(argv):
         print(f"NMSE max {e.max():.3e} mean {e.mean():.3e}; argmax equal at "
               f"{int(same.sum())}/{len(ids)} positions")
         status = 0 if same.all() else 1
+        if args.nmse_max is not None and not e.max() <= args.nmse_max:
+            print(f"compare: worst NMSE {e.max():.3e} above {args.nmse_max:g}", file=sys.stderr)
+            status = 1
+        if args.nmse_min is not None and not e.max() >= args.nmse_min:
+            print(f"compare: worst NMSE {e.max():.3e} below {args.nmse_min:g}", file=sys.stderr)
+            status = 1
     return status
 
 
