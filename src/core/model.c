@@ -100,17 +100,17 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
     rc = kipp_tokenizer_create(&m->artifact, &m->tokenizer, err);
     if (rc) goto fail;
     if (options->backend != KIPP_BACKEND_NONE) {
+        if (!ops) {
+            rc = kipp_fail(err, KIPP_E_BACKEND, "backend '%s' is not available in this build",
+                           kipp_backend_name(options->backend));
+            goto fail;
+        }
         /* Only a backend reads the head, so only then is it requantized. */
         if (options->head_quant == KIPP_HEAD_Q8_0) {
             int qt = options->threads > 0 ? options->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
             rc = kipp_weights_quantize_head(&m->artifact.weights, qt, &m->head_copy, err);
             if (rc) goto fail;
             m->head_quant = KIPP_HEAD_Q8_0;
-        }
-        if (!ops) {
-            rc = kipp_fail(err, KIPP_E_BACKEND, "backend '%s' is not available in this build",
-                           kipp_backend_name(options->backend));
-            goto fail;
         }
         rc = ops->model_create(&m->artifact, options, &m->backend_state, err);
         if (rc) {

@@ -23,6 +23,12 @@ grep -q -- "-m FILE is required" "$T/e" || bad "missing -m message"
 "$KIPP" generate -m "$M" --tokens 1,x 2>/dev/null && bad "bad token list accepted"
 "$KIPP" generate -m "$M" --tokens 1,151936 2>/dev/null && bad "out-of-range token accepted"
 "$KIPP" generate -m "$M" --tokens 1 --top-p 0 2>/dev/null && bad "top-p 0 accepted"
+"$KIPP" generate -m "$M" --tokens 1 --head q4_0 2>"$T/e" && bad "--head q4_0 accepted"
+grep -q "unknown output head format 'q4_0' (bf16, q8_0)" "$T/e" || bad "--head q4_0 message: $(cat "$T/e")"
+for cmd in chat bench; do
+    "$KIPP" $cmd -m "$M" --head q4_0 </dev/null >/dev/null 2>"$T/e" && bad "$cmd --head q4_0 accepted"
+    grep -q "kipp $cmd: --head: unknown output head format 'q4_0'" "$T/e" || bad "$cmd --head q4_0 message: $(cat "$T/e")"
+done
 
 P=9707,11,847,829,374,264,1273
 NP=7
