@@ -682,16 +682,17 @@ int kipp_weights_quantize_head(kipp_weights *w, int threads, void **owned, kipp_
         return kipp_fail(err, KIPP_E_UNSUPPORTED,
                          "output head has ggml type %u; only a BF16 head can be quantized to "
                          "Q8_0 at load", o->type);
-    if (!o->data || o->cols == 0 || o->cols % KIPP_QBLOCK)
+    if (!o->data || o->rows == 0 || o->cols == 0 || o->cols % KIPP_QBLOCK)
         return kipp_fail(err, KIPP_E_FORMAT,
-                         "output head width %llu is not a positive multiple of %d",
-                         (unsigned long long)o->cols, KIPP_QBLOCK);
+                         "output head of %llu rows of width %llu: no rows, or a width that "
+                         "is not a positive multiple of %d",
+                         (unsigned long long)o->rows, (unsigned long long)o->cols, KIPP_QBLOCK);
     size_t per_row = (size_t)(o->cols / KIPP_QBLOCK);
     kipp_block_q8_0 *q = kipp_calloc_huge((size_t)o->rows * per_row, sizeof *q, err);
     if (!q) return KIPP_E_MEMORY;
     if (threads < 1) threads = 1;
     if (threads > HEAD_MAX_THREADS) threads = HEAD_MAX_THREADS;
-    if ((uint64_t)threads > o->rows) threads = (int)(o->rows ? o->rows : 1);
+    if ((uint64_t)threads > o->rows) threads = (int)o->rows;
     head_job jobs[HEAD_MAX_THREADS];
     pthread_t tids[HEAD_MAX_THREADS];
     int started[HEAD_MAX_THREADS] = {0};

@@ -160,8 +160,8 @@ static void test_nibble_order(void) {
 /* kipp_weights_quantize_head (the opt-in Q8_0 output head): a hand-built
  * 3 x 64 BF16 head becomes exactly the blocks the encoder writes for its
  * widened rows, with the tensor's type, shape and size updated and the
- * embedding left alone; a head that is not BF16, or whose width is not a
- * multiple of 32, is refused with a message naming why. */
+ * embedding left alone; a head that is not BF16, has no rows, or whose
+ * width is not a multiple of 32, is refused with a message naming why. */
 static void test_quantize_head(void) {
     enum { ROWS = 3, COLS = 64 };
     uint16_t head[ROWS * COLS];
@@ -204,6 +204,11 @@ static void test_quantize_head(void) {
     CHECK(kipp_weights_quantize_head(&narrow, 1, &owned, &err) == KIPP_E_FORMAT);
     CHECKF(strstr(err.message, "width 48") != NULL, "message: %s", err.message);
     CHECK(narrow.output.data == head);
+    kipp_weights empty = {.output = {.data = head, .type = GGML_TYPE_BF16, .rows = 0,
+                                     .cols = COLS, .nbytes = 0}};
+    CHECK(kipp_weights_quantize_head(&empty, 2, &owned, &err) == KIPP_E_FORMAT);
+    CHECKF(strstr(err.message, "0 rows") != NULL, "message: %s", err.message);
+    CHECK(owned == NULL && empty.output.data == head);
 }
 
 int main(void) {
