@@ -27,8 +27,7 @@ static void enc_f32(const uint16_t *src, size_t n, void *dst, float *scratch) {
 }
 
 static void enc_q8_0(const uint16_t *src, size_t n, void *dst, float *scratch) {
-    widen(src, n, scratch);
-    kipp_quantize_q8_0(scratch, n, dst);
+    kipp_quantize_q8_0_bf16(src, n, dst, scratch);
 }
 
 static void enc_q4_0(const uint16_t *src, size_t n, void *dst, float *scratch) {

@@ -643,8 +643,8 @@ int kipp_weights_check(const kipp_checkpoint *c, const kipp_weights *w, const ch
 }
 
 /* The opt-in quantized output head (kipp_model_options.head_quant): each
- * BF16 row widened to FP32 and encoded by the converter's own Q8_0 encoder,
- * so the copy holds exactly what `kipp convert` would write for those rows.
+ * BF16 row encoded by the converter's own Q8_0 encoding of BF16 weights
+ * (kipp_quantize_q8_0_bf16), so the copy holds exactly what `kipp convert` would write for those rows.
  * The copy lives in huge-page-advised memory (kipp_calloc_huge): decode
  * streams all of it every token. Rows are split over up to `threads`
  * threads (each row's blocks depend on that row alone, so the bytes do not
@@ -659,17 +659,16 @@ typedef struct head_job {
 
 static void *quantize_head_rows(void *arg) {
     head_job *j = arg;
-    float *row = malloc((size_t)j->cols * sizeof *row);
-    if (!row) {
+    float *scratch = malloc((size_t)j->cols * sizeof *scratch);
+    if (!scratch) {
         j->failed = 1;
         return NULL;
     }
     size_t per_row = (size_t)(j->cols / KIPP_QBLOCK);
-    for (uint64_t r = j->row0; r < j->row1; r++) {
-        for (uint64_t i = 0; i < j->cols; i++) row[i] = kipp_bf16_to_f32(j->src[r * j->cols + i]);
-        kipp_quantize_q8_0(row, (size_t)j->cols, j->dst + r * per_row);
-    }
-    free(row);
+    for (uint64_t r = j->row0; r < j->row1; r++)
+        kipp_quantize_q8_0_bf16(j->src + r * j->cols, (size_t)j->cols, j->dst + r * per_row,
+                                scratch);
+    free(scratch);
     return NULL;
 }
 

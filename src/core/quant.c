@@ -38,6 +38,11 @@ void kipp_quantize_q8_0(const float *x, size_t n, kipp_block_q8_0 *out) {
     }
 }
 
+void kipp_quantize_q8_0_bf16(const uint16_t *src, size_t n, kipp_block_q8_0 *out, float *scratch) {
+    for (size_t i = 0; i < n; i++) scratch[i] = kipp_bf16_to_f32(src[i]);
+    kipp_quantize_q8_0(scratch, n, out);
+}
+
 void kipp_quantize_q4_0(const float *x, size_t n, kipp_block_q4_0 *out) {
     for (size_t b = 0; b < n / KIPP_QBLOCK; b++, x += KIPP_QBLOCK) {
         /* ggml's choice: the signed value of largest magnitude maps to q = 0

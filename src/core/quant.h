@@ -38,6 +38,10 @@ _Static_assert(sizeof(kipp_block_q4_1) == 20, "Q4_1 block is 20 bytes");
 void kipp_quantize_q8_0(const float *x, size_t n, kipp_block_q8_0 *out);
 void kipp_quantize_q4_0(const float *x, size_t n, kipp_block_q4_0 *out);
 void kipp_quantize_q4_1(const float *x, size_t n, kipp_block_q4_1 *out);
+/* BF16 values widened (exactly) into scratch[n], then kipp_quantize_q8_0:
+ * the converter's Q8_0 encoding of BF16 weights, and the load-time Q8_0
+ * copy of the output head (kipp_weights_quantize_head). */
+void kipp_quantize_q8_0_bf16(const uint16_t *src, size_t n, kipp_block_q8_0 *out, float *scratch);
 
 void kipp_dequantize_q8_0(const kipp_block_q8_0 *b, size_t n, float *out);
 void kipp_dequantize_q4_0(const kipp_block_q4_0 *b, size_t n, float *out);

@@ -131,16 +131,6 @@ static inline void test_model_close(test_model *t) {
     memset(t, 0, sizeof *t);
 }
 
-static inline double test_nmse(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 static inline size_t test_argmax(const float *x, size_t n) {
     size_t best = 0;
     for (size_t i = 1; i < n; i++)

@@ -129,16 +129,6 @@ static size_t argmax(const float *x) {
     return b;
 }
 
-static double nmse(const float *a, const float *b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < V; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 static double worst_nmse, worst_nmse_bf16; /* exact tiers; avx512bf16 */
 static int tier_bf16;                      /* the current tier rounds activations */
 static test_argmax_tally tally;            /* the current tier walk's */
@@ -153,7 +143,7 @@ static void vs_ref(const char *what, const char *isa, const float *cpu, const fl
     double worst = 0;
     for (uint32_t r = 0; r < rows; r++) {
         const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
-        double e = nmse(a, b);
+        double e = test_nmse(a, b, V);
         if (e > worst) worst = e;
         bad_nmse += !(e <= nmse_bound);
         bad_arg += test_argmax_row(isa, what, r, a, b, V, tier_bf16, &tally);

@@ -185,13 +185,7 @@ static void vs_ref(const char *what, const char *label, const float *cpu, const 
     double worst = 0;
     for (uint32_t r = 0; r < rows; r++) {
         const float *a = cpu + (size_t)r * V, *b = ref + (size_t)r * V;
-        double num = 0, den = 0;
-        for (size_t i = 0; i < V; i++) {
-            double d = (double)a[i] - b[i];
-            num += d * d;
-            den += (double)b[i] * b[i];
-        }
-        double e = den > 0 ? num / den : num;
+        double e = test_nmse(a, b, V);
         worst = e > worst ? e : worst;
         bad_nmse += !(e <= nmse_bound);
         bad_arg += test_argmax_row(label, what, r, a, b, V, noisy, &tally);
@@ -222,16 +216,11 @@ static float *rows_buf(uint32_t rows) {
     return p;
 }
 
+/* The worst row's NMSE of rows [0, rows) of a against b. */
 static double rows_nmse(const float *a, const float *b, uint32_t rows) {
     double worst = 0;
     for (uint32_t r = 0; r < rows; r++) {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < V; i++) {
-            double d = (double)a[(size_t)r * V + i] - b[(size_t)r * V + i];
-            num += d * d;
-            den += (double)b[(size_t)r * V + i] * b[(size_t)r * V + i];
-        }
-        double e = den > 0 ? num / den : num;
+        double e = test_nmse(a + (size_t)r * V, b + (size_t)r * V, V);
         worst = e > worst ? e : worst;
     }
     return worst;

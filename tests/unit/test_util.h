@@ -35,6 +35,18 @@ static int test_checks;
     } while (0)
 
 /* Environment-provided paths (set by tests/run.sh). */
+/* NMSE of a[0, n) against the reference b: the sum of squared differences
+ * over b's sum of squares (the plain sum where b is all zeros). */
+static inline double test_nmse(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
 static inline const char *test_build_dir(void) {
     const char *b = getenv("BUILD");
     return b && *b ? b : "build";
