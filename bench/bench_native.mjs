@@ -25,6 +25,23 @@
 // best reading of the whole run (record.bandwidth_best_gb_s), the
 // strictest ceiling, which no phase can flatter.
 //
+// Each of those readings also reads the scheme's GGUF where the page cache
+// holds it (build/membw --file: mapped as both engines map it, 2 MiB pages
+// advised; record.bandwidth_samples[].file_read_gb_s). The pages a file
+// lies on can read slower than a fresh buffer: on the Intel Xeon of stop
+// 56 the BF16 synthetic-0.6b file read ~20 % slower (one thread, 11.1
+// against 13.2-14.3 GB/s) than both the fresh buffer and a copy of the same
+// file on other pages, and kipp's decode of it ran at that slower rate.
+// Each decode entry therefore carries roofline_file_tps too: the file's
+// bytes per token over the file's median reading, plus what the engine
+// reads outside the file (the KV cache, a --kipp-head q8_0 copy) over the
+// fresh buffer's -- the ceiling for these bytes where they lie, for kipp
+// (kipp_of_file_roofline) and llama.cpp (llama_of_file_roofline), which
+// maps the same file (llama-bench's default load mode maps it) except for
+// Q4_0 matrices on an AVX2 processor: ggml-cpu repacks those at load into
+// a buffer of its own (src/ggml-cpu/repack.cpp, q4_0_8x8), so they count
+// at the fresh buffer's reading for llama.cpp.
+//
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
@@ -191,6 +208,13 @@ function decodeBytes(file) {
   const headValues = head.dims.reduce((x, y) => x * y, 1);
   const headQ8Bytes = (headValues / 32) * 34;
   const kippWeights = kippHead === "q8_0" ? weights - head.bytes + headQ8Bytes : weights;
+  // Of those, what kipp reads from the file's mapping (the rest: the head
+  // copy, in memory kipp allocated).
+  const kippFileWeights = kippHead === "q8_0" ? weights - head.bytes : weights;
+  // What llama.cpp reads from the mapping: all but the Q4_0 (type 2)
+  // matrices it repacks on AVX2 (declared below, with the CPU flags).
+  const q4_0Bytes = g.tensors.filter((t) => t.type === 2).reduce((a, t) => a + t.bytes, 0);
+  const llamaFileWeights = weights - (llamaRepacksQ4_0 ? q4_0Bytes : 0);
   const arch = g.meta["general.architecture"] || "qwen3";
   const layers = g.meta[`${arch}.block_count`];
   const kvHeads = g.meta[`${arch}.attention.head_count_kv`] || 8;
@@ -202,13 +226,13 @@ function decodeBytes(file) {
   const projParams = g.tensors.filter((t) => /^blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down))\.weight$/.test(t.name))
     .reduce((a, t) => a + t.dims.reduce((x, y) => x * y, 1), 0);
   const qHeads = g.meta[`${arch}.attention.head_count`] || 16;
-  return { weights, kippWeights, kvPerPos, layers, tied, projParams, qHeads, headDim };
+  return { weights, kippWeights, kippFileWeights, llamaFileWeights, kvPerPos, layers, tied, projParams, qHeads, headDim };
 }
 
 // ---- machine -------------------------------------------------------------
 mkdirSync("build", { recursive: true });
 sh("cc", ["-O3", "-march=native", "-pthread", "bench/membw.c", "-o", "build/membw"]);
-const readBandwidth = () => JSON.parse(sh("build/membw", [String(threads)]) || "{}");
+const readBandwidth = (file) => JSON.parse(sh("build/membw", [String(threads), ...(file ? ["--file", file] : [])]) || "{}");
 const bw = readBandwidth();
 // FP32 FMA peak: the exact tiers' prefill ceiling (DESIGN keeps activations FP32).
 sh("cc", ["-O2", "-pthread", "bench/fmapeak.c", "-o", "build/fmapeak"]);
@@ -218,6 +242,7 @@ const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [
 const flags = (field("flags") || "").split(/\s+/);
 const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
 const has = (f) => flags.includes(f);
+const llamaRepacksQ4_0 = has("avx2");
 // The tier kipp's auto picks (src/cpu/dispatch.c decides by CPUID; this
 // mirrors it): the best exact tier, never the opt-in avx512bf16, amx or avx2i8.
 const avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
@@ -325,9 +350,11 @@ for (const scheme of schemes) {
       if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase, tiers[0], "bf16")]);
       if ((r + ci) % 2) engines.reverse();
       const sampleBandwidth = (when) => {
-        const b = readBandwidth();
+        const b = readBandwidth(), f = readBandwidth(file);
         record.bandwidth_samples.push({ scheme, round: r, case: c.name, when, read_gb_s: b.read_gb_per_s,
-                                        seq_gb_s: b.seq_gb_per_s, rows8_gb_s: b.rows8_gb_per_s });
+                                        seq_gb_s: b.seq_gb_per_s, rows8_gb_s: b.rows8_gb_per_s,
+                                        file_read_gb_s: f.read_gb_per_s, file_seq_gb_s: f.seq_gb_per_s,
+                                        file_rows8_gb_s: f.rows8_gb_per_s });
       };
       if (c.kind === "decode") sampleBandwidth("before");
       for (const [who, fn] of engines) {
@@ -340,8 +367,9 @@ for (const scheme of schemes) {
       }
       if (c.kind === "decode") {
         sampleBandwidth("after");
-        const [b0, b1] = record.bandwidth_samples.slice(-2).map((x) => x.read_gb_s);
-        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} bandwidth        ${b0} / ${b1} GB/s (before / after)\n`);
+        const [s0, s1] = record.bandwidth_samples.slice(-2);
+        process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} bandwidth        ${s0.read_gb_s} / ${s1.read_gb_s} GB/s ` +
+                             `(before / after; the file's pages ${s0.file_read_gb_s} / ${s1.file_read_gb_s})\n`);
       }
     }
   }
@@ -367,6 +395,19 @@ for (const scheme of schemes) {
       entry.roofline_tps = (entry.bandwidth_gb_s * 1e9) / bytes;
       entry.kipp_of_roofline = k / entry.roofline_tps;
       for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
+      // The same over where each byte lies: the file's pages at their own
+      // reading, the rest at the fresh buffer's.
+      entry.file_bandwidth_gb_s = median(record.bandwidth_samples
+        .filter((x) => x.scheme === scheme && x.case === c.name && x.file_read_gb_s).map((x) => x.file_read_gb_s));
+      if (entry.file_bandwidth_gb_s) {
+        const at = (fileBytes, otherBytes) =>
+          1 / (fileBytes / (entry.file_bandwidth_gb_s * 1e9) + otherBytes / (entry.bandwidth_gb_s * 1e9));
+        entry.roofline_file_tps = at(db.kippFileWeights, bytes - db.kippFileWeights);
+        entry.llama_roofline_file_tps = at(db.llamaFileWeights, entry.llama_bytes_per_token - db.llamaFileWeights);
+        entry.kipp_of_file_roofline = k / entry.roofline_file_tps;
+        entry.llama_of_file_roofline = l / entry.llama_roofline_file_tps;
+        for (const t of tiers) byTier[t].kipp_of_file_roofline = byTier[t].kipp_tps / entry.roofline_file_tps;
+      }
     } else if (fma.fp32_fma_gflops && !c.small) {
       // Prefill's compute roofline at FP32 FMA peak: 2 flops per projection
       // multiply-add, plus causal attention (QK and PV over P/2 positions
@@ -397,13 +438,14 @@ for (const [scheme, s] of Object.entries(record.schemes))
 console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV cache ${kvQuant}, read bandwidth at start ${bw.read_gb_per_s} GB/s, ` +
             `best reading ${record.bandwidth_best_gb_s} GB/s, FP32 FMA peak ${fma.fp32_fma_gflops} GFLOPS, medians of ${rounds} round(s)\n` +
             `(roofline: decode = bytes per token / the median bandwidth read before and after that case; ` +
-            `best: / the best reading of the run, kipp and llama.cpp; prefill = flops per token / FP32 FMA peak)\n` +
+            `best: / the best reading of the run, kipp and llama.cpp; file: the file's bytes / the median reading of the file's own pages; ` +
+            `prefill = flops per token / FP32 FMA peak)\n` +
             (kippHead === "q8_0" ? "kipp runs --head q8_0 (a Q8_0 copy of the output head); llama.cpp reads the file's BF16 head: " +
                                    "not like for like, and the rooflines count each engine's own bytes\n" : ""));
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
 const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
 const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "bandwidth GB/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`,
-              "best: kipp, llama"];
+              "best: kipp, llama", "file GB/s", "file roofline: kipp, llama"];
 console.log(`| scheme | case | ${cols.join(" | ")} |`);
 console.log(`|---|---|${cols.map(() => "---|").join("")}`);
 for (const [scheme, s] of Object.entries(record.schemes))
@@ -414,7 +456,9 @@ for (const [scheme, s] of Object.entries(record.schemes))
     cells.push(e.llama_tps.toFixed(2), e.bandwidth_gb_s ? e.bandwidth_gb_s.toFixed(1) : "-",
                e.roofline_tps ? e.roofline_tps.toFixed(1) : "-",
                e.roofline_tps ? tiers.map((t) => (100 * e.kipp_by_tier[t].kipp_of_roofline).toFixed(0) + " %").join(", ") : "-",
-               e.roofline_best_tps ? `${(100 * e.kipp_of_best_roofline).toFixed(0)} %, ${(100 * e.llama_of_best_roofline).toFixed(0)} %` : "-");
+               e.roofline_best_tps ? `${(100 * e.kipp_of_best_roofline).toFixed(0)} %, ${(100 * e.llama_of_best_roofline).toFixed(0)} %` : "-",
+               e.file_bandwidth_gb_s ? e.file_bandwidth_gb_s.toFixed(1) : "-",
+               e.roofline_file_tps ? `${(100 * e.kipp_of_file_roofline).toFixed(0)} %, ${(100 * e.llama_of_file_roofline).toFixed(0)} %` : "-");
     console.log(`| ${scheme} | ${e.case} | ${cells.join(" | ")} |`);
   }
 console.log(`\nrecord: ${out}`);
