@@ -29,9 +29,10 @@
 // holds it (build/membw --file: mapped as both engines map it, 2 MiB pages
 // advised; record.bandwidth_samples[].file_read_gb_s). The pages a file
 // lies on can read slower than a fresh buffer: on the Intel Xeon of stop
-// 56 the BF16 synthetic-0.6b file read ~20 % slower (one thread, 11.1
-// against 13.2-14.3 GB/s) than both the fresh buffer and a copy of the same
-// file on other pages, and kipp's decode of it ran at that slower rate.
+// 56 the BF16 synthetic-0.6b file read ~10-20 % slower (one thread, 11.1
+// against 12.2-14.3 GB/s for the fresh buffer, 13.2-13.7 for a copy of the
+// same file on other pages), and kipp's decode of it ran at that slower
+// rate.
 // Each decode entry therefore carries roofline_file_tps too: the file's
 // bytes per token over the file's median reading, plus what the engine
 // reads outside the file (the KV cache, a --kipp-head q8_0 copy) over the

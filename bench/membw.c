@@ -11,7 +11,7 @@
  * holds them, mapped as the engine maps a model (read-only, private, 2 MiB
  * pages advised): the rate at which a decode can read those very pages.
  * On a VM the two differ: on the Intel Xeon of stop 56 the BF16
- * synthetic-0.6b file's pages read ~20 % slower than a fresh buffer, and
+ * synthetic-0.6b file's pages read ~10-20 % slower than a fresh buffer, and
  * a copy of the same file (other pages) as fast as the buffer.
  * A measuring tool, not engine code.
  *   cc -O3 -march=native -pthread bench/membw.c -o build/membw
