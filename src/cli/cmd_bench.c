@@ -197,10 +197,7 @@ int cmd_bench(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    threads = kipp_resolve_threads(threads);
 
     kipp_error err = {0};
     kipp_model *m = NULL;

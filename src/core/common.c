@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *kipp_version(void) { return KIPP_VERSION_STRING; }
 
@@ -86,6 +87,12 @@ void *kipp_calloc_huge(size_t count, size_t size, kipp_error *err) {
 #endif
     memset(p, 0, rounded);
     return p;
+}
+
+int kipp_resolve_threads(int requested) {
+    if (requested > 0) return requested;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 int kipp_read_file(const char *path, char **data, size_t *size, kipp_error *err) {

@@ -40,6 +40,9 @@ void *kipp_calloc(size_t count, size_t size, kipp_error *err);
  * whole 2 MiB and advised MADV_HUGEPAGE, so the sweep does not walk page
  * tables (common.c says what it measured). Released with free(). */
 void *kipp_calloc_huge(size_t count, size_t size, kipp_error *err);
+/* A thread count as the options give it: `requested` when positive, else
+ * one per online core (at least 1) -- what threads 0 means everywhere. */
+int kipp_resolve_threads(int requested);
 
 /* Read a whole (small) file into a NUL-terminated buffer. */
 int kipp_read_file(const char *path, char **data, size_t *size, kipp_error *err);

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/common.h"
 #include "core/model_internal.h"
@@ -107,8 +106,9 @@ int kipp_model_open_with(const char *path, const kipp_model_options *options,
         }
         /* Only a backend reads the head, so only then is it requantized. */
         if (options->head_quant == KIPP_HEAD_Q8_0) {
-            int qt = options->threads > 0 ? options->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-            rc = kipp_weights_quantize_head(&m->artifact.weights, qt, &m->head_copy, err);
+            rc = kipp_weights_quantize_head(&m->artifact.weights,
+                                            kipp_resolve_threads(options->threads), &m->head_copy,
+                                            err);
             if (rc) goto fail;
             m->head_quant = KIPP_HEAD_Q8_0;
         }

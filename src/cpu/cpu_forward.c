@@ -199,11 +199,7 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     const kipp_cpu_kernels *kern = kipp_cpu_select_kernels(isa, pf, why, sizeof why);
     if (!kern) return kipp_fail(err, KIPP_E_BACKEND, "cpu backend: %s", why);
 
-    int threads = options ? options->threads : 0;
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    int threads = kipp_resolve_threads(options ? options->threads : 0);
     cpu_model *m = kipp_calloc(1, sizeof *m, err);
     if (!m) return KIPP_E_MEMORY;
     pthread_mutex_init(&m->lock, NULL);

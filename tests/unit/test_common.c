@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "test_util.h"
@@ -247,6 +248,11 @@ static void test_helpers(void) {
     CHECK(kipp_fail_prefix(&err, "reading %s", "x.json") == KIPP_E_FORMAT);
     CHECKF(strcmp(err.message, "reading x.json: bad 7") == 0, "%s", err.message);
     CHECK(kipp_calloc(SIZE_MAX / 2, 4, &err) == NULL && err.code == KIPP_E_MEMORY);
+    /* threads 0 (or less) = one per online core; a positive count stands */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(kipp_resolve_threads(3) == 3 && kipp_resolve_threads(1) == 1);
+    CHECK(kipp_resolve_threads(0) == (online > 0 ? (int)online : 1));
+    CHECK(kipp_resolve_threads(-2) == kipp_resolve_threads(0) && kipp_resolve_threads(0) >= 1);
 }
 
 /* kipp_calloc_huge: zeroed like calloc at every size; from 1 MiB up the
