@@ -43,6 +43,11 @@
 // a buffer of its own (src/ggml-cpu/repack.cpp, q4_0_8x8), so they count
 // at the fresh buffer's reading for llama.cpp.
 //
+// The same readings take the FP32 FMA peak again (bench/fmapeak.c, ~0.6 s;
+// bandwidth_samples[].fma_gflops, each decode entry's median fma_gflops):
+// the host's compute phase, which a decode whose block decoding costs
+// about as much as its reads (Q8_0) follows and a plain read does not.
+//
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
 //        [--cases prefill512,prefill2048,decode0,decode512,decode4096]
@@ -237,7 +242,8 @@ const readBandwidth = (file) => JSON.parse(sh("build/membw", [String(threads), .
 const bw = readBandwidth();
 // FP32 FMA peak: the exact tiers' prefill ceiling (DESIGN keeps activations FP32).
 sh("cc", ["-O2", "-pthread", "bench/fmapeak.c", "-o", "build/fmapeak"]);
-const fma = JSON.parse(sh("build/fmapeak", [String(threads)]) || "{}");
+const readFma = () => JSON.parse(sh("build/fmapeak", [String(threads)]) || "{}");
+const fma = readFma();
 const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
 const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [])[1];
 const flags = (field("flags") || "").split(/\s+/);
@@ -350,12 +356,16 @@ for (const scheme of schemes) {
       const engines = [...tiers.map((t) => ["kipp", (f, cc) => runKipp(f, cc, kipp, t)]), ["llama", runLlama]];
       if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase, tiers[0], "bf16")]);
       if ((r + ci) % 2) engines.reverse();
+      // The compute phase beside the bandwidth: the FMA peak moves with the
+      // host's load (stop 56: 290-374 GFLOPS in one hour) while a plain read
+      // barely does, and a decode whose block decoding costs nearly as much
+      // as its reads (Q8_0) follows the former.
       const sampleBandwidth = (when) => {
-        const b = readBandwidth(), f = readBandwidth(file);
+        const b = readBandwidth(), f = readBandwidth(file), p = readFma();
         record.bandwidth_samples.push({ scheme, round: r, case: c.name, when, read_gb_s: b.read_gb_per_s,
                                         seq_gb_s: b.seq_gb_per_s, rows8_gb_s: b.rows8_gb_per_s,
                                         file_read_gb_s: f.read_gb_per_s, file_seq_gb_s: f.seq_gb_per_s,
-                                        file_rows8_gb_s: f.rows8_gb_per_s });
+                                        file_rows8_gb_s: f.rows8_gb_per_s, fma_gflops: p.fp32_fma_gflops });
       };
       if (c.kind === "decode") sampleBandwidth("before");
       for (const [who, fn] of engines) {
@@ -370,7 +380,8 @@ for (const scheme of schemes) {
         sampleBandwidth("after");
         const [s0, s1] = record.bandwidth_samples.slice(-2);
         process.stderr.write(`${scheme.padEnd(13)} round ${r + 1} ${c.name.padEnd(17)} bandwidth        ${s0.read_gb_s} / ${s1.read_gb_s} GB/s ` +
-                             `(before / after; the file's pages ${s0.file_read_gb_s} / ${s1.file_read_gb_s})\n`);
+                             `(before / after; the file's pages ${s0.file_read_gb_s} / ${s1.file_read_gb_s}; ` +
+                             `FMA peak ${s0.fma_gflops} / ${s1.fma_gflops} GFLOPS)\n`);
       }
     }
   }
@@ -394,6 +405,8 @@ for (const scheme of schemes) {
       entry.bandwidth_gb_s = median(record.bandwidth_samples
         .filter((x) => x.scheme === scheme && x.case === c.name).map((x) => x.read_gb_s));
       entry.roofline_tps = (entry.bandwidth_gb_s * 1e9) / bytes;
+      entry.fma_gflops = median(record.bandwidth_samples
+        .filter((x) => x.scheme === scheme && x.case === c.name && x.fma_gflops).map((x) => x.fma_gflops));
       entry.kipp_of_roofline = k / entry.roofline_tps;
       for (const t of tiers) byTier[t].kipp_of_roofline = byTier[t].kipp_tps / entry.roofline_tps;
       // The same over where each byte lies: the file's pages at their own
@@ -446,7 +459,7 @@ console.log(`${record.machine.cpu}, ${threads} threads, kipp tier ${tier}, KV ca
 const baseCols = kippBase ? ["kipp-base tok/s", "base / llama"] : [];
 const tierCols = tiers.flatMap((t) => [`kipp ${t} tok/s`, `${t} / llama`]);
 const cols = [...baseCols, ...tierCols, "llama.cpp tok/s", "bandwidth GB/s", "roofline tok/s", `kipp / roofline (${tiers.join(", ")})`,
-              "best: kipp, llama", "file GB/s", "file roofline: kipp, llama"];
+              "best: kipp, llama", "file GB/s", "file roofline: kipp, llama", "FMA GFLOPS"];
 console.log(`| scheme | case | ${cols.join(" | ")} |`);
 console.log(`|---|---|${cols.map(() => "---|").join("")}`);
 for (const [scheme, s] of Object.entries(record.schemes))
@@ -459,7 +472,8 @@ for (const [scheme, s] of Object.entries(record.schemes))
                e.roofline_tps ? tiers.map((t) => (100 * e.kipp_by_tier[t].kipp_of_roofline).toFixed(0) + " %").join(", ") : "-",
                e.roofline_best_tps ? `${(100 * e.kipp_of_best_roofline).toFixed(0)} %, ${(100 * e.llama_of_best_roofline).toFixed(0)} %` : "-",
                e.file_bandwidth_gb_s ? e.file_bandwidth_gb_s.toFixed(1) : "-",
-               e.roofline_file_tps ? `${(100 * e.kipp_of_file_roofline).toFixed(0)} %, ${(100 * e.llama_of_file_roofline).toFixed(0)} %` : "-");
+               e.roofline_file_tps ? `${(100 * e.kipp_of_file_roofline).toFixed(0)} %, ${(100 * e.llama_of_file_roofline).toFixed(0)} %` : "-",
+               e.fma_gflops ? e.fma_gflops.toFixed(0) : "-");
     console.log(`| ${scheme} | ${e.case} | ${cells.join(" | ")} |`);
   }
 console.log(`\nrecord: ${out}`);
