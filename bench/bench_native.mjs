@@ -45,8 +45,10 @@
 //
 // The same readings take the FP32 FMA peak again (bench/fmapeak.c, ~0.6 s;
 // bandwidth_samples[].fma_gflops, each decode entry's median fma_gflops):
-// the host's compute phase, which a decode whose block decoding costs
-// about as much as its reads (Q8_0) follows and a plain read does not.
+// the host's compute phase beside its bandwidth phase, so that a decode
+// case's share of the roofline can be set against both, round by round
+// (bench/phase_table.mjs). (Stop 57, Intel Xeon: Q8_0 decode's slow
+// rounds followed neither; docs/BENCHMARKS.md "Stop 57".)
 //
 //   node bench/bench_native.mjs [--schemes bf16,q8_0,affine4_gs32,scale4_gs32]
 //        [--base build/models/synthetic-0.6b] [--threads 2] [--rounds 1]
@@ -357,9 +359,8 @@ for (const scheme of schemes) {
       if (kippBase) engines.push(["kipp-base", (f, cc) => runKipp(f, cc, kippBase, tiers[0], "bf16")]);
       if ((r + ci) % 2) engines.reverse();
       // The compute phase beside the bandwidth: the FMA peak moves with the
-      // host's load (stop 56: 290-374 GFLOPS in one hour) while a plain read
-      // barely does, and a decode whose block decoding costs nearly as much
-      // as its reads (Q8_0) follows the former.
+      // host's load (stop 56: 290-374 GFLOPS in one hour) while a plain
+      // read barely does.
       const sampleBandwidth = (when) => {
         const b = readBandwidth(), f = readBandwidth(file), p = readFma();
         record.bandwidth_samples.push({ scheme, round: r, case: c.name, when, read_gb_s: b.read_gb_per_s,
