@@ -343,6 +343,9 @@ for (const scheme of schemes) {
   const db = decodeBytes(file);
   record.schemes[scheme] = { file, bytes: statSync(file).size, weight_bytes_per_token: db.weights,
                              kipp_weight_bytes_per_token: db.kippWeights,
+                             // of those, what each engine reads from the file's mapping
+                             kipp_file_weight_bytes_per_token: db.kippFileWeights,
+                             llama_file_weight_bytes_per_token: db.llamaFileWeights,
                              kv_bytes_per_position: db.kvPerPos, tied_head: db.tied, cases: [] };
   if (pageCache === "fresh") {
     const ev = spawnSync("dd", [`if=${file}`, "iflag=nocache", "count=0", "status=none"], { encoding: "utf8" });
