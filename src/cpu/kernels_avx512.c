@@ -282,9 +282,15 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
 #define MV_ROWS_Q QDECODE_TILE_ROWS
 /* PF_SEQ: two BF16 rows (fewer streams for the hardware to track: 8 rows
  * streamed ~24 GB/s on Zen 4 against ~30 for 2, one ~29); quantized 8 (a
- * Q4 block's decode is the bound there: 4 rows measured ~5 % slower). */
+ * Q4 block's decode is the bound there: 4 rows measured ~5 % slower),
+ * but Q8_0 2, as BF16: on the Intel Xeon of stop 57 (family 6 model 207,
+ * synthetic-0.6b, 2 threads, interleaved) Q8_0 decode at 8 / 4 / 2 rows
+ * read 25.2-26.7 / 24.2-28.1 / 27.0-28.3 tok/s, its K = 2,048 and 3,072
+ * matrices 17-19 GB/s at 8 rows and 20-20.5 at 2, while Q4_0 at 2 rows
+ * lost 6-7 % (docs/BENCHMARKS.md "Stop 57"). */
 #define MV_SEQ_ROWS_BF16 2
 #define MV_SEQ_ROWS_Q 8
+#define MV_SEQ_ROWS_Q8 2
 #include "cpu/kernels_blocked.h"
 
 /* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */

@@ -17,6 +17,8 @@
  *                            spacing rs or the span cut
  *   MV_ROWS_BF16, MV_ROWS_Q  weight rows per matrix-vector tile (decode),
  *   MV_SEQ_ROWS_BF16, MV_SEQ_ROWS_Q  the same for the PF_SEQ table
+ *   MV_SEQ_ROWS_Q8           optional: Q8_0's own (MV_SEQ_ROWS_Q unless
+ *                            defined)
  *   qdecode_block(t, row, b, dst)  block b of a quantized row as the 32
  *                            weights tile_span multiplies, in the order it
  *                            reads decoded (SRC_DEC) rows
@@ -296,6 +298,9 @@ _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
 
 /* Quantized rows streamed (no decode-once): decode's loop for one
  * activation row, few_rows for 2 .. FEW_ROWS. */
+#ifndef MV_SEQ_ROWS_Q8
+#define MV_SEQ_ROWS_Q8 MV_SEQ_ROWS_Q
+#endif
 static inline __attribute__((always_inline)) void q_stream(int t, int PF, const uint8_t *wb,
                                                            size_t row_bytes, uint32_t k,
                                                            const char *xb, size_t x_stride,
@@ -304,7 +309,8 @@ static inline __attribute__((always_inline)) void q_stream(int t, int PF, const 
     if (m > 1)
         few_rows(wb, t, row_bytes, k, xb, x_stride, FEW_R_Q, PF, m, n0, n1, y);
     else if (PF == PF_SEQ)
-        decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_SEQ_ROWS_Q, 1, PF_SEQ, n0, n1, y);
+        decode_rows(wb, t, row_bytes, k, xb, x_stride, t == QT_Q8_0 ? MV_SEQ_ROWS_Q8 : MV_SEQ_ROWS_Q, 1,
+                    PF_SEQ, n0, n1, y);
     else
         decode_rows(wb, t, row_bytes, k, xb, x_stride, MV_ROWS_Q, 1, PF_ROWS, n0, n1, y);
 }
