@@ -286,8 +286,8 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * but Q8_0 2, as BF16: on the Intel Xeon of stop 57 (family 6 model 207,
  * synthetic-0.6b, 2 threads, interleaved) Q8_0 decode at 8 / 4 / 2 rows
  * read 25.2-26.7 / 24.2-28.1 / 27.0-28.3 tok/s, its K = 2,048 and 3,072
- * matrices 17-19 GB/s at 8 rows and 20-20.5 at 2, while Q4_0 at 2 rows
- * lost 6-7 % (docs/BENCHMARKS.md "Stop 57"). */
+ * matrices 16.9-18.5 GB/s at 8 rows and 19.7-20.5 at 2, while Q4_0 at
+ * 2 rows lost 6-7 % (docs/ARCHITECTURE.md "Stop 57"). */
 #define MV_SEQ_ROWS_BF16 2
 #define MV_SEQ_ROWS_Q 8
 #define MV_SEQ_ROWS_Q8 2
