@@ -24,7 +24,13 @@ export BUILD
 KIPP=${KIPP:-$BUILD/kipp}
 export KIPP
 LOGDIR=$BUILD/test-logs${KIPP_CPU_ISA:+-$KIPP_CPU_ISA}
-TEST_TIMEOUT=${KIPP_TEST_TIMEOUT:-1200}
+# A sanitizer build (KIPP_TEST_SAN set: make test-sanitize / test-tsan)
+# runs several times slower; every bound widens by one factor, exported so
+# that a test's own inner bounds widen with the runner's.
+KIPP_TEST_TIME_SCALE=1
+[ -n "${KIPP_TEST_SAN:-}" ] && KIPP_TEST_TIME_SCALE=4
+export KIPP_TEST_TIME_SCALE
+TEST_TIMEOUT=${KIPP_TEST_TIMEOUT:-$((1200 * KIPP_TEST_TIME_SCALE))}
 mkdir -p "$LOGDIR"
 SKIPS=$LOGDIR/skips.tsv # kind, part ("-" for a whole test), reason, test
 : >"$SKIPS"
