@@ -70,6 +70,7 @@ $(BUILD)/obj/src/cpu/kernels_avx512bf16.o: ISA_FLAGS = -mavx512f -mavx512bw -mav
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2i8.o: ISA_FLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2i8_vnni.o: ISA_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512vl -mavx512vnni
+$(BUILD)/obj/src/cpu/kernels_avx512i8.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_amx.o:    ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c -mamx-tile -mamx-bf16
 AMX_EMU_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
 endif

@@ -253,17 +253,18 @@ const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
 const has = (f) => flags.includes(f);
 const llamaRepacksQ4_0 = has("avx2");
 // The tier kipp's auto picks (src/cpu/dispatch.c decides by CPUID; this
-// mirrors it): the best exact tier, never the opt-in avx512bf16, amx or avx2i8.
+// mirrors it): the best exact tier, never the opt-in avx512bf16, amx, avx2i8 or avx512i8.
 const avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq");
 const autoTier = avx512 ? "avx512" : has("avx2") && has("fma") && has("f16c") ? "avx2" : "generic";
 const tiers = opt("--kipp-isa", process.env.KIPP_CPU_ISA || "auto").split(",")
   .map((t) => (t === "auto" || t === "" ? autoTier : t));
 const tierNeeds = { generic: true, avx2: has("avx2") && has("fma") && has("f16c"), avx512,
                     avx2i8: has("avx2") && has("fma") && has("f16c"),
+                    avx512i8: avx512 && has("avx512_vnni"),
                     avx512bf16: avx512 && has("avx512_bf16"),
                     amx: avx512 && has("avx512_bf16") && has("amx_tile") && has("amx_bf16") };
 for (const t of tiers) {
-  if (!(t in tierNeeds)) { console.error(`bench_native: --kipp-isa: unknown tier ${t} (auto, generic, avx2, avx512, avx512bf16, amx, avx2i8)`); process.exit(2); }
+  if (!(t in tierNeeds)) { console.error(`bench_native: --kipp-isa: unknown tier ${t} (auto, generic, avx2, avx512, avx512bf16, amx, avx2i8, avx512i8)`); process.exit(2); }
   if (!tierNeeds[t]) { console.error(`bench_native: --kipp-isa: this processor cannot run tier ${t}`); process.exit(2); }
 }
 if (new Set(tiers).size !== tiers.length) { console.error("bench_native: --kipp-isa names a tier twice"); process.exit(2); }

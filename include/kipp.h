@@ -144,7 +144,10 @@ typedef enum kipp_backend_kind {
  * to 8 bits per 32 values and use integer dot products as llama.cpp does
  * (decode of 4-bit weights no longer bound by decoding them to FP32; logits
  * off the oracle's by the activations' quantization; docs/ARCHITECTURE.md,
- * "The avx2i8 tier"). New tiers come last in the enum so the older values
+ * "The avx2i8 tier"). AVX512I8 is the same for AVX-512 processors with
+ * AVX512_VNNI: avx512 but for the quantized-weight matmuls, which are
+ * avx2i8's (docs/ARCHITECTURE.md, "The avx512i8 tier"). New tiers come
+ * last in the enum so the older values
  * keep their numbers. Asking for a tier this processor
  * cannot run fails kipp_model_open with KIPP_E_BACKEND, never falls back
  * silently. Off x86-64 only AUTO and GENERIC exist. */
@@ -156,10 +159,11 @@ typedef enum kipp_cpu_isa {
     KIPP_CPU_ISA_AVX512BF16, /* opt-in: BF16 activations (see above) */
     KIPP_CPU_ISA_AMX,        /* opt-in: BF16 activations, AMX tile matmuls */
     KIPP_CPU_ISA_AVX2I8,     /* opt-in: 8-bit activations in quantized matmuls */
+    KIPP_CPU_ISA_AVX512I8,   /* opt-in: the same on AVX-512 (+ AVX512_VNNI) */
 } kipp_cpu_isa;
 
-/* "auto", "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8" (NULL for values
- * out of range). */
+/* "auto", "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8",
+ * "avx512i8" (NULL for values out of range). */
 KIPP_API const char *kipp_cpu_isa_name(kipp_cpu_isa isa);
 /* The inverse of kipp_cpu_isa_name; KIPP_E_ARGUMENT for any other name.
  * For hosts that take the tier as text (the CLI's KIPP_CPU_ISA). */

@@ -30,6 +30,7 @@ const char *kipp_cpu_isa_name(kipp_cpu_isa isa) {
     case KIPP_CPU_ISA_AVX512BF16: return "avx512bf16";
     case KIPP_CPU_ISA_AMX: return "amx";
     case KIPP_CPU_ISA_AVX2I8: return "avx2i8";
+    case KIPP_CPU_ISA_AVX512I8: return "avx512i8";
     }
     return NULL;
 }
@@ -47,7 +48,8 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
     if (!name || !out) return kipp_fail(err, KIPP_E_ARGUMENT, "kipp_cpu_isa_parse: NULL argument");
     static const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
                                        KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16,
-                                       KIPP_CPU_ISA_AMX, KIPP_CPU_ISA_AVX2I8};
+                                       KIPP_CPU_ISA_AMX, KIPP_CPU_ISA_AVX2I8,
+                                       KIPP_CPU_ISA_AVX512I8};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, kipp_cpu_isa_name(all[i])) == 0) {
             *out = all[i];
@@ -56,7 +58,7 @@ int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error *err) {
     }
     return kipp_fail(err, KIPP_E_ARGUMENT,
                      "unknown cpu kernel tier '%s' (auto, avx512, avx2, generic, avx512bf16, amx, "
-                     "avx2i8)",
+                     "avx2i8, avx512i8)",
                      name);
 }
 

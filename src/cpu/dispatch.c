@@ -1,6 +1,6 @@
 /* Kernel tier selection: the best FP32-activation tier the processor (and
  * the OS, which must save the wider registers) supports -- never the
- * opt-in avx512bf16, amx or avx2i8 -- or the one the caller forced
+ * opt-in avx512bf16, amx, avx2i8 or avx512i8 -- or the one the caller forced
  * through kipp_model_options.cpu_isa (the CLI maps KIPP_CPU_ISA onto it;
  * the library itself reads no environment). Asking for a tier the
  * processor cannot run is an error, never a silent fallback. */
@@ -63,7 +63,8 @@ static bool has_avx512(void) {
     return f && dq && bw && vl;
 }
 
-/* avx512 + AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table. */
+/* avx512 + AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table,
+ * and the avx512i8 tier. */
 static bool has_avx512vnni(void) {
     if (!has_avx512()) return false;
     unsigned a, b, c, d;
@@ -117,6 +118,7 @@ static bool prefers_rows_prefetch(void) {
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
 #define AVX512_TABLE (&kipp_cpu_kernels_avx512)
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
+#define AVX512I8_TABLE (&kipp_cpu_kernels_avx512i8)
 #ifdef KIPP_AVX2I8_PLAIN_ONLY
 /* A measurement build (CFLAGS=-DKIPP_AVX2I8_PLAIN_ONLY): avx2i8 takes its
  * vpmaddubsw table even where AVX512_VNNI is present -- what an AVX2-only
@@ -129,6 +131,7 @@ static bool prefers_rows_prefetch(void) {
 #else
 static bool has_avx2(void) { return false; }
 static bool has_avx512(void) { return false; }
+static bool has_avx512vnni(void) { return false; }
 static bool has_avx512bf16(void) { return false; }
 static bool has_amx(void) { return false; }
 static bool prefers_rows_prefetch(void) { return false; }
@@ -137,6 +140,7 @@ static bool prefers_rows_prefetch(void) { return false; }
 #define AVX512_TABLE NULL
 #define AVX2_TABLE NULL
 #define AVX2I8_TABLE NULL
+#define AVX512I8_TABLE NULL
 #endif
 
 const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
@@ -146,6 +150,7 @@ const kipp_cpu_kernels *kipp_cpu_kernels_by_name(const char *name) {
     if (strcmp(name, "avx2") == 0) return has_avx2() ? AVX2_TABLE : NULL;
     if (strcmp(name, "avx2i8") == 0) return has_avx2() ? AVX2I8_TABLE : NULL;
     if (strcmp(name, "avx512") == 0) return has_avx512() ? AVX512_TABLE : NULL;
+    if (strcmp(name, "avx512i8") == 0) return has_avx512vnni() ? AVX512I8_TABLE : NULL;
     if (strcmp(name, "avx512bf16") == 0) return has_avx512bf16() ? AVX512BF16_TABLE : NULL;
     if (strcmp(name, "amx") == 0)
         return has_amx() ? AMX_TABLE : has_avx512bf16() ? kipp_cpu_amx_stand_in : NULL;
@@ -173,8 +178,9 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
         return NULL;
     }
     if (isa == KIPP_CPU_ISA_AUTO) {
-        /* Never avx512bf16, amx or avx2i8: they round activations to BF16
-         * (avx2i8: to 8 bits in quantized matmuls), and their logits
+        /* Never avx512bf16, amx, avx2i8 or avx512i8: they round
+         * activations to BF16 (avx2i8, avx512i8: to 8 bits in quantized
+         * matmuls), and their logits
          * may then pick another argmax than the oracle at a near-tie,
          * which DESIGN section 7 forbids for the default. Opt-in only
          * (docs/ARCHITECTURE.md, "Two AVX-512 tiers"). */
@@ -186,7 +192,7 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
     if (!name) {
         snprintf(why, why_size,
                  "unknown kernel tier %d (use auto, avx512, avx2, generic or opt-in avx512bf16, "
-                 "amx, avx2i8)",
+                 "amx, avx2i8, avx512i8)",
                  (int)isa);
         return NULL;
     }
@@ -197,6 +203,8 @@ const kipp_cpu_kernels *kipp_cpu_select_kernels(kipp_cpu_isa isa, kipp_cpu_decod
                  : isa == KIPP_CPU_ISA_AMX
                      ? " (it needs AVX512_BF16, AMX-TILE, AMX-BF16 and the OS's tile permission)"
                  : isa == KIPP_CPU_ISA_AVX2I8 ? " (it needs AVX2, FMA and F16C)"
+                 : isa == KIPP_CPU_ISA_AVX512I8
+                     ? " (it needs AVX-512 F/BW/VL/DQ and AVX512_VNNI)"
                                               : "");
     return k;
 }

@@ -19,7 +19,7 @@
  *    operations and their order are those of the row alone.
  *  - norms and elementwise ops work on one row at a time.
  * Tiers differ from each other (lane width, lane order, fold, on
- * avx512bf16 and amx activations rounded to BF16, on avx2i8 quantized
+ * avx512bf16 and amx activations rounded to BF16, on avx2i8 and avx512i8 quantized
  * matmuls on 8-bit activations); each is invariant in itself. */
 #ifndef KIPP_CPU_KERNELS_H
 #define KIPP_CPU_KERNELS_H
@@ -143,7 +143,7 @@ typedef void (*kipp_cpu_attention_q8_fn)(const float *q, size_t q_stride, uint32
                                          size_t out_stride, float *scratch);
 
 typedef struct kipp_cpu_kernels {
-    const char *name; /* "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8" */
+    const char *name; /* "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8", "avx512i8" */
     /* 1 when pack_act rounds activations to BF16 (round to nearest even;
      * the matmuls then multiply BF16 by BF16 exactly): the tests' scalar
      * references round the same way. 0: activations stay FP32. */
@@ -154,7 +154,7 @@ typedef struct kipp_cpu_kernels {
     int qweights_bf16;
     /* 1 when the quantized matmuls multiply the activations quantized to
      * 8 bits per 32-value block, with integer dot products (avx2i8,
-     * kernels_avx2i8.c says exactly how): the tests' references quantize
+     * avx512i8; kernels_i8_act.h says exactly how): the tests' references quantize
      * the same way. 0: FP32 (or act_bf16's BF16) activations. */
     int act_i8;
     /* Packed activation bytes for a row of k values (a multiple of 64). */
@@ -214,6 +214,10 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq;
  * dispatch hands it out as "avx2i8" where the processor has those. */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni_seq;
+/* The opt-in avx512i8 tier: avx512 with avx2i8's quantized matmuls (their
+ * vpdpbusd table; kernels_avx512i8.c). */
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512i8;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512i8_seq;
 /* The amx tier: avx512bf16's table with every matmul on AMX tiles
  * (kernels_amx.c, amx_matmul.h). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_amx;

@@ -6,5 +6,5 @@
  * x 127) -- so the same bits as the plain table: dispatch.c hands this
  * one out as "avx2i8" where the processor has it, and
  * tests/unit/test_cpu_qkernels.c holds both to one scalar reference. */
-#define KIPP_AVX2I8_VNNI 1
+#define KIPP_I8_VNNI 1
 #include "cpu/kernels_avx2i8.c"

@@ -16,9 +16,18 @@
  * (needed for the oracle gate): that did 2 dot-product instructions per 32
  * MACs and measured ~15 GMAC/s/core against ~24+ for FP32 FMA, and it
  * rounded activations to ~16 bits, which this does not. Attention, norms
- * and elementwise ops: kernels_avx512.h, shared with the avx512bf16 tier. */
+ * and elementwise ops: kernels_avx512.h, shared with the avx512bf16 tier.
+ * kernels_avx512i8.c compiles this file a second time for the opt-in
+ * avx512i8 tier, with its own activation records (KIPP_AVX512_I8,
+ * ACT_F32) and its own quantized matmuls (KIPP_BLOCKED_BF16_ONLY). */
 #if defined(__x86_64__)
 #include "cpu/kernels_avx512.h"
+
+#ifdef KIPP_AVX512_I8
+#define KIPP_AVX512_I8_BUILD 1
+#else
+#define KIPP_AVX512_I8_BUILD 0
+#endif
 
 /* Packed activation row: FP32, each 32-value chunk de-interleaved as
  * x[0], x[2], ..., x[30] then x[1], x[3], ..., x[31]. A 32-value BF16
@@ -27,6 +36,7 @@
  * FP32 vectors that line up with these two halves -- one ALU op per 16
  * weights instead of the zero-extend + shift pair. A chunk packs on its
  * own, so a 32-aligned slice lands at byte offset act_bytes(offset). */
+#ifndef KIPP_AVX512_I8 /* kernels_avx512i8.c brings its own activation records */
 static size_t act_bytes(uint32_t k) { return (size_t)k * sizeof(float); }
 
 static void pack_act(const float *x, uint32_t k, void *dst) {
@@ -39,6 +49,9 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
         _mm512_storeu_ps(out + i + 16, _mm512_permutex2var_ps(a, odd, b));
     }
 }
+/* FP32 value i (a multiple of 32) of packed activation row xr. */
+#define ACT_F32(xr, i) ((const float *)(xr) + (i))
+#endif
 
 /* Matrix-matrix tiles: 4 weight rows x MC activation rows. Stop 47: 4 x 5
  * (20 accumulators, 8 weight and 2 activation vectors: 30 of the 32
@@ -212,7 +225,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
-    if (PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS && C == 1) {
+    /* (avx512i8 has no quantized tiles here: its records are not the
+     * contiguous FP32 row qdecode_tile steps through) */
+    if (!KIPP_AVX512_I8_BUILD && PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS &&
+        C == 1) {
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
     }
@@ -252,7 +268,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         qtile_step(&qt, src);
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            const float *xc = (const float *)(x + (size_t)(m + c) * x_stride) + i;
+            const float *xc = ACT_F32(x + (size_t)(m + c) * x_stride, i);
             __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
@@ -293,6 +309,7 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
 #define MV_SEQ_ROWS_Q8 2
 #include "cpu/kernels_blocked.h"
 
+#ifndef KIPP_AVX512_I8
 /* Two tables, the same but for decode's prefetch (kernels.h seq_twin). */
 #define TIER_TABLE(SUF, SEQ, TWIN)                                                           \
     {                                                                                          \
@@ -304,4 +321,5 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     }
 const kipp_cpu_kernels kipp_cpu_kernels_avx512 = TIER_TABLE(, 0, &kipp_cpu_kernels_avx512_seq);
 const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq = TIER_TABLE(_seq, 1, NULL);
+#endif /* !KIPP_AVX512_I8 */
 #endif

@@ -24,7 +24,7 @@ prompt="$fox$fox$fox$fox$fox"'And after that'
 compared=0
 differ=0
 skipped=""
-for tier in generic avx2 avx512 avx512bf16 amx avx2i8; do
+for tier in generic avx2 avx512 avx512bf16 amx avx2i8 avx512i8; do
     # A tier the processor cannot run is refused with a reason: name it.
     if ! KIPP_CPU_ISA=$tier "$A" generate -m "$MODELS/synthetic-tiny.gguf" -p x -n 0 \
         --backend cpu -t 1 >/dev/null 2>"$tmp/why"; then

@@ -149,7 +149,8 @@ KIPP_CPU_ISA=generic "$KIPP" generate -m "$M" --tokens $P -n 3 --print-ids >"$T/
 # The opt-in tiers (auto never picks them): avx512bf16 runs where the
 # processor has AVX-512 F/BW/VL/DQ + AVX512_BF16, amx where it also has
 # AMX-TILE and AMX-BF16 (and the OS's tile state), avx2i8 wherever avx2
-# does (AVX2, FMA, F16C); elsewhere each is refused
+# does (AVX2, FMA, F16C), avx512i8 where avx512 does and AVX512_VNNI is
+# present; elsewhere each is refused
 # with a message naming the tier and what it needs (no silent fallback).
 # Their greedy tokens may differ from the exact tiers' at a near-tie, so only
 # the count is checked here (test_cpu_backend holds their logits to the
@@ -173,6 +174,7 @@ opt_in_tier() {
 opt_in_tier avx512bf16 "avx512f avx512bw avx512vl avx512dq avx512_bf16" AVX512_BF16
 opt_in_tier amx "avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16" AMX-TILE
 opt_in_tier avx2i8 "avx2 fma f16c" AVX2
+opt_in_tier avx512i8 "avx512f avx512bw avx512vl avx512dq avx512_vnni" AVX512_VNNI
 for cmd in "generate --tokens $P -n 1" bench serve chat; do
     # shellcheck disable=SC2086 # $cmd is the subcommand and its arguments
     KIPP_CPU_ISA=sse9 timeout 60 "$KIPP" $cmd -m "$M" >/dev/null 2>"$T/e" </dev/null

@@ -47,6 +47,15 @@ enum { N = 70, K_SHORT = 320, K_LONG = 2080, M = 11 };
 #define SILU_TOL 3e-6
 #define ATTENTION_TOL 5e-6
 
+/* The tier an integer-dot tier (act_i8) takes everything but its quantized
+ * matmuls from: avx2i8 avx2's, avx512i8 avx512's (NULL for other tiers). */
+static const kipp_cpu_kernels *i8_base_tier(const kipp_cpu_kernels *kr) {
+    if (!kr->act_i8) return NULL;
+    const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name(strcmp(kr->name, "avx2i8") == 0 ? "avx2" : "avx512");
+    CHECKF(b != NULL, "%s: its base tier is not available", kr->name);
+    return b;
+}
+
 static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     const double tol = MATMUL_TOL;
     static uint16_t w[N * K_LONG];
@@ -116,6 +125,22 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
             kr->name, K, worst, tol);
     CHECKF(worst <= tol, "%s matmul: worst error %.3g of sum|w*x| > %.3g", kr->name, worst, tol);
     CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0, "%s: matmat rows differ from matvec", kr->name);
+    /* An integer-dot tier's BF16 matmul is its base tier's, reading the
+     * FP32 part of its records: the base tier's bits on its own packing. */
+    const kipp_cpu_kernels *base = i8_base_tier(kr);
+    if (base) {
+        static uint8_t bact[M * K_LONG * 6 + 64 * M];
+        static float y_base[M][N];
+        float *rows_base[M];
+        size_t bstride = base->act_bytes(K);
+        for (int r = 0; r < M; r++) {
+            base->pack_act(x + r * K, K, bact + r * bstride);
+            rows_base[r] = y_base[r];
+        }
+        base->matmul_bf16(w, K, 0, N, bact, bstride, M, rows_base);
+        CHECKF(memcmp(y_mm, y_base, sizeof y_mm) == 0, "%s: BF16 matmul differs from %s's bits",
+               kr->name, base->name);
+    }
     CHECKF(memcmp(y_mm, y_split, sizeof y_mm) == 0, "%s: column/row split changes bits",
            kr->name);
     CHECKF(memcmp(y_mv, y_mv2, sizeof y_mv) == 0, "%s: matvec column split changes bits",
@@ -216,6 +241,19 @@ static void test_norm_rope_silu(const kipp_cpu_kernels *kr) {
     fprintf(stderr, "  %-7s silu_mul: worst relative error %.2e (bound %.0e)\n", kr->name, worst,
             SILU_TOL);
     CHECKF(worst <= SILU_TOL, "%s silu_mul: worst %.3g", kr->name, worst);
+    /* An integer-dot tier's norm, RoPE and SiLU are its base tier's bits. */
+    const kipp_cpu_kernels *base = i8_base_tier(kr);
+    if (base) {
+        float bout[H], bhead[128], bg[H];
+        memcpy(bhead, h0, sizeof bhead);
+        memcpy(bg, g0, sizeof bg);
+        base->rmsnorm(bout, x, w, H, 1e-6f);
+        base->rope(bhead, cs, sn);
+        base->silu_mul(bg, u, H);
+        CHECKF(memcmp(bout, out, sizeof out) == 0 && memcmp(bhead, head, sizeof head) == 0 &&
+                   memcmp(bg, g, sizeof g) == 0,
+               "%s: rmsnorm, rope or silu_mul differ from %s's bits", kr->name, base->name);
+    }
 }
 
 /* Block pointers of one KV head (kernels.h) through a block table. */
@@ -261,6 +299,12 @@ static void test_attention(const kipp_cpu_kernels *kr) {
         kr->attention(q, G * 128, 1, G, n - 1, &h_sc, scale, out_sc, G * 128, scratch);
         CHECKF(memcmp(out, out_sc, sizeof out) == 0, "%s attention n=%u: scrambled table "
                "changes bits", kr->name, n);
+        const kipp_cpu_kernels *base = i8_base_tier(kr); /* an integer-dot tier's: the same bits */
+        if (base) {
+            base->attention(q, G * 128, 1, G, n - 1, &h_id, scale, out_sc, G * 128, scratch);
+            CHECKF(memcmp(out, out_sc, sizeof out) == 0, "%s attention n=%u: differs from %s's bits",
+                   kr->name, n, base->name);
+        }
         double worst = 0;
         for (int h = 0; h < G; h++) {
             double s[POS], mx = -1e300, sum = 0;
@@ -464,6 +508,20 @@ static void test_auto_tier(void) {
                "forced avx2i8: %s", k ? k->name : why);
     } else {
         CHECKF(!k && strstr(why, "avx2i8"), "avx2i8 without AVX2: %s", k ? k->name : why);
+    }
+    /* avx512i8: opt-in, avx512's table but for avx2i8's quantized matmuls
+     * and their activation records; refused by name without AVX512_VNNI. */
+    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX512I8, KIPP_CPU_DECODE_PREFETCH_ROWS, why,
+                                sizeof why);
+    if (!test_tier_lacks("avx512i8")) {
+        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name("avx512");
+        CHECKF(k && b && strcmp(k->name, "avx512i8") == 0 && k->act_i8 && !k->act_bf16 &&
+                   !k->qweights_bf16 && k->pack_act != b->pack_act &&
+                   k->matmul_q8_0 != b->matmul_q8_0,
+               "forced avx512i8: %s", k ? k->name : why);
+    } else {
+        CHECKF(!k && strstr(why, "avx512i8") && strstr(why, "AVX512_VNNI"),
+               "avx512i8 without AVX512_VNNI: %s", k ? k->name : why);
     }
     /* amx: opt-in as well, the avx512bf16 table but for its matmuls. The
      * tests' emulated stand-in (test_tiers.h) is set aside for this: a

@@ -76,14 +76,15 @@ static void q8d(const void *b, size_t n, float *o) { kipp_dequantize_q8_0(b, n, 
 static void q40d(const void *b, size_t n, float *o) { kipp_dequantize_q4_0(b, n, o); }
 static void q41d(const void *b, size_t n, float *o) { kipp_dequantize_q4_1(b, n, o); }
 
-/* The avx2i8 tier's numerics (kernels.h act_i8), written from the
- * definition in kernels_avx2i8.c's header comment, not from its code: each
+/* The integer-dot tiers' numerics (kernels.h act_i8: avx2i8, avx512i8),
+ * written from the definition in kernels_i8_act.h's header comment, not
+ * from their code: each
  * 32-value block of activations as int8 xq = RNE(x * 127 / amax) with d_x
  * = amax / 127 and s_x = d_x * sum xq (amax below 2^-120: zeros, d_x = 0;
  * a non-finite value: zeros, d_x = NaN); per weight block, the exact
  * integer sum p of its 32 products wq * xq, accumulated as FMA(p, d_w *
  * d_x, acc) in block order; Q4_1 adds FMA(m, s_x) in a separate chain.
- * The tier must match this bit for bit. */
+ * Each such tier must match this bit for bit. */
 typedef struct i8_row {
     int8_t q[K_HUGE];
     float d[K_HUGE / 32], s[K_HUGE / 32];
@@ -182,7 +183,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
         kern->pack_act(x + r * K, K, act + r * stride);
         /* The reference multiplies what the tier multiplies: on a tier that
          * rounds activations to BF16 (RNE), the rounded values; on avx2i8
-         * the int8 values times their block's scale. */
+         * and avx512i8 the int8 values times their block's scale. */
         if (kern->act_bf16)
             for (int i = 0; i < K; i++) x[r * K + i] = kipp_bf16_to_f32(kipp_f32_to_bf16(x[r * K + i]));
         if (kern->act_i8) {
@@ -214,7 +215,7 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
             }
         CHECKF(worst <= MATMUL_Q_TOL, "%s %s: worst relative error %g", kern->name,
                types[t].name, worst);
-        /* avx2i8: bitwise the scalar definition of its numerics. */
+        /* avx2i8, avx512i8: bitwise the scalar definition of their numerics. */
         size_t row_bytes = types[t].block * (K / 32);
         if (kern->act_i8) {
             int off = 0;

@@ -8,9 +8,11 @@
  * like the others where the processor has them, in that order after
  * avx512: an unset KIPP_CPU_ISA or KIPP_CPU_ISA=amx runs both, KIPP_CPU_ISA=
  * avx512bf16 runs avx512bf16 and leaves amx out, any lower cap neither.
- * The opt-in avx2i8 comes last but needs only what avx2 needs, so it ranks
- * with avx2: every cap from avx2 up runs it (KIPP_CPU_ISA=avx2 is an
+ * The opt-in avx2i8 comes after them but needs only what avx2 needs, so it
+ * ranks with avx2: every cap from avx2 up runs it (KIPP_CPU_ISA=avx2 is an
  * AVX2-only machine, which has it), and KIPP_CPU_ISA=avx2i8 caps as avx2.
+ * The opt-in avx512i8 comes last and ranks with avx512 the same way (it
+ * needs AVX512_VNNI too: a processor without it skips the tier by name).
  *
  * Tests that open the cpu backend per tier set KIPP_CPU_ISA themselves, so
  * the cap is read once, before the first setenv. */
@@ -31,12 +33,12 @@
 #include <unistd.h>
 #endif
 
-enum { TEST_TIER_COUNT = 6 };
-static const char *const test_tier_names[TEST_TIER_COUNT] = {"generic", "avx2", "avx512",
-                                                             "avx512bf16", "amx", "avx2i8"};
+enum { TEST_TIER_COUNT = 7 };
+static const char *const test_tier_names[TEST_TIER_COUNT] = {
+    "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8", "avx512i8"};
 /* Tier i's place in the cap order (the index of the tier whose hardware it
- * needs): avx2i8 runs wherever avx2 does. */
-static inline int test_tier_rank(int i) { return i == 5 ? 1 : i; }
+ * needs): avx2i8 ranks with avx2, avx512i8 with avx512. */
+static inline int test_tier_rank(int i) { return i == 5 ? 1 : i == 6 ? 2 : i; }
 
 #if defined(__x86_64__)
 static inline uint64_t test_xgetbv0(void) {
@@ -68,6 +70,8 @@ static inline const char *test_tier_lacks(const char *tier) {
     if (!(b & (1u << 31))) return "cpu lacks avx512vl";
     if ((test_xgetbv0() & 0xe6) != 0xe6) return "os does not enable zmm state";
     if (strcmp(tier, "avx512") == 0) return NULL;
+    if (strcmp(tier, "avx512i8") == 0)
+        return c & (1u << 11) ? NULL : "cpu lacks avx512_vnni"; /* leaf 7.0 ECX */
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5)))
         return "cpu lacks avx512_bf16";
     if (strcmp(tier, "avx512bf16") == 0) return NULL;
@@ -104,7 +108,7 @@ static inline int test_tier_cap(void) {
         for (int i = 0; i < TEST_TIER_COUNT; i++)
             if (strcmp(forced, test_tier_names[i]) == 0) cap = test_tier_rank(i);
         CHECKF(cap >= 0, "KIPP_CPU_ISA=%s names no tier (generic, avx2, avx512, avx512bf16, amx, "
-                         "avx2i8)", forced);
+                         "avx2i8, avx512i8)", forced);
         if (cap >= 0)
             fprintf(stderr, "KIPP_CPU_ISA=%s: tiers above %s are left out as on a machine "
                             "without them\n", forced, test_tier_names[cap]);
