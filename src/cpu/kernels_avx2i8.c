@@ -44,20 +44,14 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 #include "cpu/kernels_avx2.c"
 #include "cpu/kernels_i8.h"
 
-#define TIER_TABLE_I8(SUF, SEQ, TWIN)                                                          \
-    {                                                                                          \
-        .name = "avx2i8", .act_i8 = 1, .act_bytes = act_bytes, .pack_act = pack_act,           \
-        .matmul_bf16 = matmul_bf16##SUF, .matmul_q8_0 = matmul_q8_0##SUF,                      \
-        .matmul_q4_0 = matmul_q4_0##SUF, .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm,  \
-        .rope = rope, .silu_mul = silu_mul, .attention = attention,                            \
-        .attention_q8_0 = attention_q8_0, .decode_seq = SEQ, .seq_twin = TWIN,                 \
-    }
 #ifdef KIPP_I8_VNNI
 const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni =
-    TIER_TABLE_I8(, 0, &kipp_cpu_kernels_avx2i8_vnni_seq);
-const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni_seq = TIER_TABLE_I8(_seq, 1, NULL);
+    KIPP_I8_TIER_TABLE("avx2i8", , 0, &kipp_cpu_kernels_avx2i8_vnni_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_vnni_seq =
+    KIPP_I8_TIER_TABLE("avx2i8", _seq, 1, NULL);
 #else
-const kipp_cpu_kernels kipp_cpu_kernels_avx2i8 = TIER_TABLE_I8(, 0, &kipp_cpu_kernels_avx2i8_seq);
-const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq = TIER_TABLE_I8(_seq, 1, NULL);
+const kipp_cpu_kernels kipp_cpu_kernels_avx2i8 =
+    KIPP_I8_TIER_TABLE("avx2i8", , 0, &kipp_cpu_kernels_avx2i8_seq);
+const kipp_cpu_kernels kipp_cpu_kernels_avx2i8_seq = KIPP_I8_TIER_TABLE("avx2i8", _seq, 1, NULL);
 #endif
 #endif

@@ -552,4 +552,14 @@ _Static_assert(I8_FEW_R(1) == I8_MV_ROWS, "a one-row pass is decode's loop");
 /* The table's entries (kernels_simd.h), over matmul_q above. */
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)
 KIPP_CPU_MATMUL_Q_ENTRIES(_seq, PF_SEQ)
+
+/* A tier table over these matmuls and the including tier's other kernels. */
+#define KIPP_I8_TIER_TABLE(NAME, SUF, SEQ, TWIN)                                               \
+    {                                                                                          \
+        .name = NAME, .act_i8 = 1, .act_bytes = act_bytes, .pack_act = pack_act,              \
+        .matmul_bf16 = matmul_bf16##SUF, .matmul_q8_0 = matmul_q8_0##SUF,                      \
+        .matmul_q4_0 = matmul_q4_0##SUF, .matmul_q4_1 = matmul_q4_1##SUF, .rmsnorm = rmsnorm,  \
+        .rope = rope, .silu_mul = silu_mul, .attention = attention,                            \
+        .attention_q8_0 = attention_q8_0, .decode_seq = SEQ, .seq_twin = TWIN,                 \
+    }
 #endif

@@ -231,9 +231,10 @@ static void run_model(const char *name, plan p) {
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
         if (!kern) continue;
         const char *isa = test_tier_names[t];
-        /* avx2i8 quantizes activations only for quantized weights: on
-         * these BF16 models it is avx2 bit for bit, held to the exact
-         * bounds (its BF16 matmul reads its own activation format). */
+        /* avx2i8 and avx512i8 quantize activations only for quantized
+         * weights: on these BF16 models they are avx2 and avx512 bit for
+         * bit, held to the exact bounds (their BF16 matmuls read their own
+         * activation records). */
         tier_bf16 = kern->act_bf16;
         nmse_bound = tier_bf16 ? p.nmse_bound_bf16 : p.nmse_bound;
         tally = (test_argmax_tally){0};

@@ -51,7 +51,8 @@ enum { N = 70, K_SHORT = 320, K_LONG = 2080, M = 11 };
  * matmuls from: avx2i8 avx2's, avx512i8 avx512's (NULL for other tiers). */
 static const kipp_cpu_kernels *i8_base_tier(const kipp_cpu_kernels *kr) {
     if (!kr->act_i8) return NULL;
-    const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name(strcmp(kr->name, "avx2i8") == 0 ? "avx2" : "avx512");
+    const char *base = strcmp(kr->name, "avx2i8") == 0 ? "avx2" : "avx512";
+    const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name(base);
     CHECKF(b != NULL, "%s: its base tier is not available", kr->name);
     return b;
 }
@@ -453,6 +454,27 @@ static void test_pool_guided(void) {
             }
 }
 
+/* Forcing the integer-dot tier isa (name): where the processor has it, a
+ * table of its own (8-bit activations, its own packing and quantized
+ * matmuls) beside its base tier's; elsewhere refused, naming the tier and
+ * the feature it needs. */
+static void check_forced_i8(kipp_cpu_isa isa, const char *name, const char *base_name,
+                            const char *needs) {
+    char why[192] = "";
+    const kipp_cpu_kernels *k =
+        kipp_cpu_select_kernels(isa, KIPP_CPU_DECODE_PREFETCH_ROWS, why, sizeof why);
+    if (!test_tier_lacks(name)) {
+        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name(base_name);
+        CHECKF(k && b && strcmp(k->name, name) == 0 && k->act_i8 && !k->act_bf16 &&
+                   !k->qweights_bf16 && k->pack_act != b->pack_act &&
+                   k->matmul_q4_0 != b->matmul_q4_0 && k->matmul_q8_0 != b->matmul_q8_0,
+               "forced %s: %s", name, k ? k->name : why);
+    } else {
+        CHECKF(!k && strstr(why, name) && strstr(why, needs), "%s without %s: %s", name, needs,
+               k ? k->name : why);
+    }
+}
+
 /* auto is the best exact tier this processor has, never the opt-in
  * avx512bf16 (its BF16 activations may flip an oracle near-tie; DESIGN
  * section 7, docs/ARCHITECTURE.md). Forcing avx512bf16 opens it where
@@ -496,33 +518,11 @@ static void test_auto_tier(void) {
     else
         CHECKF(!k && strstr(why, "avx512bf16") && strstr(why, "AVX512_BF16"),
                "avx512bf16 without the extension: %s", k ? k->name : why);
-    /* avx2i8: opt-in, avx2's table but for the quantized matmuls and the
-     * activation format they need; refused by name without AVX2. */
-    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX2I8, KIPP_CPU_DECODE_PREFETCH_ROWS, why,
-                                sizeof why);
-    if (!test_tier_lacks("avx2")) {
-        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name("avx2");
-        CHECKF(k && b && strcmp(k->name, "avx2i8") == 0 && k->act_i8 && !k->act_bf16 &&
-                   !k->qweights_bf16 && k->pack_act != b->pack_act &&
-                   k->matmul_q4_0 != b->matmul_q4_0,
-               "forced avx2i8: %s", k ? k->name : why);
-    } else {
-        CHECKF(!k && strstr(why, "avx2i8"), "avx2i8 without AVX2: %s", k ? k->name : why);
-    }
-    /* avx512i8: opt-in, avx512's table but for avx2i8's quantized matmuls
-     * and their activation records; refused by name without AVX512_VNNI. */
-    k = kipp_cpu_select_kernels(KIPP_CPU_ISA_AVX512I8, KIPP_CPU_DECODE_PREFETCH_ROWS, why,
-                                sizeof why);
-    if (!test_tier_lacks("avx512i8")) {
-        const kipp_cpu_kernels *b = kipp_cpu_kernels_by_name("avx512");
-        CHECKF(k && b && strcmp(k->name, "avx512i8") == 0 && k->act_i8 && !k->act_bf16 &&
-                   !k->qweights_bf16 && k->pack_act != b->pack_act &&
-                   k->matmul_q8_0 != b->matmul_q8_0,
-               "forced avx512i8: %s", k ? k->name : why);
-    } else {
-        CHECKF(!k && strstr(why, "avx512i8") && strstr(why, "AVX512_VNNI"),
-               "avx512i8 without AVX512_VNNI: %s", k ? k->name : why);
-    }
+    /* avx2i8 and avx512i8: opt-in, avx2's (avx512's) table but for the
+     * quantized matmuls and the activation records they need; refused by
+     * name without AVX2 (AVX512_VNNI). */
+    check_forced_i8(KIPP_CPU_ISA_AVX2I8, "avx2i8", "avx2", "AVX2");
+    check_forced_i8(KIPP_CPU_ISA_AVX512I8, "avx512i8", "avx512", "AVX512_VNNI");
     /* amx: opt-in as well, the avx512bf16 table but for its matmuls. The
      * tests' emulated stand-in (test_tiers.h) is set aside for this: a
      * processor without AMX refuses the tier. */
