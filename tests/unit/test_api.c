@@ -23,7 +23,8 @@ static void check_version(void) {
 
 static void check_isa_names(void) {
     const kipp_cpu_isa all[] = {KIPP_CPU_ISA_AUTO, KIPP_CPU_ISA_GENERIC, KIPP_CPU_ISA_AVX2,
-                                KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16, KIPP_CPU_ISA_AMX};
+                                KIPP_CPU_ISA_AVX512, KIPP_CPU_ISA_AVX512BF16, KIPP_CPU_ISA_AMX,
+                                KIPP_CPU_ISA_AVX2I8, KIPP_CPU_ISA_AVX512I8};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *name = kipp_cpu_isa_name(all[i]);
         kipp_cpu_isa back = (kipp_cpu_isa)-1;
@@ -33,6 +34,8 @@ static void check_isa_names(void) {
                "%s does not round-trip: %s", name ? name : "(null)", err.message);
     }
     CHECK(strcmp(kipp_cpu_isa_name(KIPP_CPU_ISA_AUTO), "auto") == 0);
+    CHECK(strcmp(kipp_cpu_isa_name(KIPP_CPU_ISA_AVX512I8), "avx512i8") == 0);
+    CHECK(kipp_cpu_isa_name((kipp_cpu_isa)(KIPP_CPU_ISA_AVX512I8 + 1)) == NULL);
     CHECK(kipp_cpu_isa_name((kipp_cpu_isa)99) == NULL);
     kipp_cpu_isa v = KIPP_CPU_ISA_AVX2;
     kipp_error err = {0};
