@@ -23,12 +23,6 @@
 #if defined(__x86_64__)
 #include "cpu/kernels_avx512.h"
 
-#ifdef KIPP_AVX512_I8
-#define KIPP_AVX512_I8_BUILD 1
-#else
-#define KIPP_AVX512_I8_BUILD 0
-#endif
-
 /* Packed activation row: FP32, each 32-value chunk de-interleaved as
  * x[0], x[2], ..., x[30] then x[1], x[3], ..., x[31]. A 32-value BF16
  * weight load holds value 2j in the low and 2j+1 in the high half of dword
@@ -225,13 +219,12 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
-    /* (avx512i8 has no quantized tiles here: its records are not the
-     * contiguous FP32 row qdecode_tile steps through) */
-    if (!KIPP_AVX512_I8_BUILD && PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS &&
-        C == 1) {
+#ifndef KIPP_AVX512_I8 /* its records are not the contiguous FP32 row qdecode_tile reads */
+    if (PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS && C == 1) {
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
     }
+#endif
     __m512 acc[8][TILE_C];
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8

@@ -38,13 +38,23 @@ static const char *const test_tier_names[TEST_TIER_COUNT] = {
     "generic", "avx2", "avx512", "avx512bf16", "amx", "avx2i8", "avx512i8"};
 /* Tier i's place in the cap order (the index of the tier whose hardware it
  * needs): avx2i8 ranks with avx2, avx512i8 with avx512. */
-static inline int test_tier_rank(int i) { return i == 5 ? 1 : i == 6 ? 2 : i; }
+static const int test_tier_ranks[TEST_TIER_COUNT] = {0, 1, 2, 3, 4, 1, 2};
+static inline int test_tier_rank(int i) { return test_tier_ranks[i]; }
 
 #if defined(__x86_64__)
 static inline uint64_t test_xgetbv0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+#if defined(__x86_64__)
+/* AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table, and
+ * the avx512i8 tier. */
+static inline int test_has_avx512vnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
 }
 #endif
 
@@ -71,7 +81,7 @@ static inline const char *test_tier_lacks(const char *tier) {
     if ((test_xgetbv0() & 0xe6) != 0xe6) return "os does not enable zmm state";
     if (strcmp(tier, "avx512") == 0) return NULL;
     if (strcmp(tier, "avx512i8") == 0)
-        return c & (1u << 11) ? NULL : "cpu lacks avx512_vnni"; /* leaf 7.0 ECX */
+        return test_has_avx512vnni() ? NULL : "cpu lacks avx512_vnni";
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5)))
         return "cpu lacks avx512_bf16";
     if (strcmp(tier, "avx512bf16") == 0) return NULL;
@@ -86,14 +96,6 @@ static inline const char *test_tier_lacks(const char *tier) {
     return "not an x86-64 processor";
 #endif
 }
-
-#if defined(__x86_64__)
-/* AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table. */
-static inline int test_has_avx512vnni(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
-}
-#endif
 
 /* Rank of the highest tier to run: KIPP_CPU_ISA's when set, else amx's.
  * -1 when KIPP_CPU_ISA names no tier (reported as a failure: the caller
