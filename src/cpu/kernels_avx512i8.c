@@ -18,6 +18,13 @@
  * llama.cpp's on AVX-512 machines. This tier keeps both halves' better
  * side.
  *
+ * Prefill's transposed integer tiles are 512 bits wide here (KIPP_I8_ZMM:
+ * groups of 16 weight rows, kernels_i8.h), where avx2i8's are 256: on
+ * the Intel Xeon of stop 60 (family 6 model 207) a 512-bit vpdpbusd
+ * issues as often as a 256-bit one, and the tiles' rate went 259 -> 425
+ * GFLOPS (Q8_0, kernel_micro), synthetic-0.6b's 512-token prefill up
+ * 30-49 % (docs/ARCHITECTURE.md "Stop 60"). Same sums, same bits.
+ *
  * ACTIVATIONS: kernels_i8_act.h's records, each block's FP32 part in
  * avx512's packed order (evens, then odds; kernels_avx512.c pack_act),
  * which avx512's tile_span reads through ACT_F32. */
@@ -27,6 +34,7 @@
 #define KIPP_AVX512_I8 1
 #define KIPP_BLOCKED_BF16_ONLY 1
 #define KIPP_I8_VNNI 1
+#define KIPP_I8_ZMM 1
 
 /* k is a multiple of 32 (KIPP_CPU_K_ALIGN), as everywhere in the tiers. */
 static void pack_act(const float *x, uint32_t k, void *dst) {

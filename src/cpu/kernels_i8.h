@@ -3,7 +3,8 @@
  * kernels_i8_act.h (its header comment says exactly what they compute).
  * 256-bit AVX2 code, with each integer dot one vpdpbusd where the includer
  * defines KIPP_I8_VNNI (AVX512_VNNI + AVX512VL: the same sums, the same
- * bits). Included once by each tier file, after the tier's own kernels
+ * bits), and prefill's transposed tiles 512 bits wide where it also
+ * defines KIPP_I8_ZMM (avx512i8; the same bits again). Included once by each tier file, after the tier's own kernels
  * (kernels_avx2.c or kernels_avx512.c, built with KIPP_BLOCKED_BF16_ONLY),
  * whose kernels_simd.h and kernels_blocked.h supply the quantized-row
  * walkers (qtile_*, seq_pf_*, q4_block), W_BLOCK and the table's entry
@@ -20,12 +21,13 @@
  *    path's last rows): a weight row's block is one vector of its 32
  *    values, an integer dot leaves 8 lane sums, and i8_hsum4 folds the
  *    lane sums of 4 weight rows into their 4 block sums;
- *  - transposed (i8_ttile: prefill): 8 weight rows are repacked once per
- *    block of rows (i8_repack) into 8 vectors per block, vector g holding
- *    values 4g .. 4g+3 of each row in that row's lane, so one integer dot
- *    against a broadcast activation dword adds to 8 outputs' block sums,
- *    and the FP32 work (convert, scale, FMA) is per 8 outputs rather than
- *    per output, as it is in the row-major layout.
+ *  - transposed (i8_ttile: prefill): I8_GROUP weight rows (8, or 16 in
+ *    512-bit vectors) are repacked once per block of rows (i8_repack)
+ *    into 8 vectors per block, vector g holding values 4g .. 4g+3 of each
+ *    row in that row's lane, so one integer dot against a broadcast
+ *    activation dword adds to I8_GROUP outputs' block sums, and the FP32
+ *    work (convert, scale, FMA) is per I8_GROUP outputs rather than per
+ *    output, as it is in the row-major layout.
  * The unsigned operand of a dot (i8_wload, the repacked form too): Q4_0
  * and Q4_1 the nibbles, Q4_0's -8 added back as -8 x sum xq (I8_C4, per
  * activation block); Q8_0 on the vpdpbusd table q + 128 (q XOR 0x80),
@@ -261,10 +263,29 @@ static inline __attribute__((always_inline)) void i8_rows(int t, int PF, const u
 }
 
 /* ---- the transposed layout (prefill) ----
- * A repacked block of 8 weight rows: 8 vectors of the stored form (vector
- * g: values 4g .. 4g+3 of row l in dword l), the 8 scales and Q4_1's 8
- * minima as FP32. A group of 8 rows keeps its nblk blocks contiguous. */
-enum { I8_T_D = 256, I8_T_M = 288, I8_T_BYTES = 320 };
+ * A repacked block of a group of I8_GROUP weight rows: 8 vectors of the
+ * stored form (vector g: values 4g .. 4g+3 of row l in dword l), the
+ * I8_GROUP scales and Q4_1's minima as FP32. A group keeps its nblk blocks
+ * contiguous. I8_GROUP is 8 (256-bit vectors); 16 where the includer
+ * defines KIPP_I8_ZMM (avx512i8: 512-bit vectors, each integer dot adding
+ * to 16 outputs' block sums, and the FP32 work per 16 outputs). A 16-row
+ * group's vector g is two 8-row ones side by side (rows 0-7, then 8-15),
+ * and so are its scales and minima. The sums, and each output's FP32
+ * sequence, do not depend on the width: the same bits. */
+#ifdef KIPP_I8_ZMM
+#ifndef KIPP_I8_VNNI
+#error "the 512-bit transposed tiles are vpdpbusd only"
+#endif
+#define I8_HALVES 2
+#else
+#define I8_HALVES 1
+#endif
+enum {
+    I8_GROUP = 8 * I8_HALVES,
+    I8_T_D = 256 * I8_HALVES,    /* the scales: after 8 vectors of 32 x I8_HALVES bytes */
+    I8_T_M = 288 * I8_HALVES,    /* Q4_1's minima */
+    I8_T_BYTES = 320 * I8_HALVES /* one block of a group */
+};
 
 /* v[l] dword g -> v[g] dword l (an 8 x 8 transpose of dwords). */
 static inline __attribute__((always_inline)) void i8_transpose8(__m256i v[8]) {
@@ -288,40 +309,81 @@ static inline __attribute__((always_inline)) void i8_transpose8(__m256i v[8]) {
     }
 }
 
-/* Weight rows n .. n + 8 * groups - 1 into dst, group by group. Each
- * block of a group reads 8 rows' blocks a row apart, a pattern the
- * hardware prefetchers do not follow far enough: the rows I8_PF_GROUPS
- * groups on (up to the call's last row, n_end) are prefetched as the one
- * contiguous region they are, a block's share per block. */
-#define I8_PF_GROUPS 2
+/* Weight rows n .. n + I8_GROUP * groups - 1 into dst, group by group.
+ * Each block of a group reads its rows' blocks a row apart, a pattern the
+ * hardware prefetchers do not follow far enough: the I8_PF_ROWS rows
+ * after the group (up to the call's last row, n_end) are prefetched as
+ * the one contiguous region they are, a block's share per block. */
+#define I8_PF_ROWS 16
 static void i8_repack(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, uint32_t n,
                       uint32_t groups, uint32_t n_end, uint8_t *dst) {
     const size_t bb = qblock_bytes(t);
     const char *pf_end = (const char *)w + (size_t)n_end * row_bytes;
     for (uint32_t gr = 0; gr < groups; gr++) {
-        const uint8_t *row0 = w + (size_t)(n + 8 * gr) * row_bytes;
-        const char *pf = (const char *)row0 + (size_t)I8_PF_GROUPS * 8 * row_bytes;
+        const uint8_t *row0 = w + (size_t)(n + I8_GROUP * gr) * row_bytes;
+        const char *pf = (const char *)row0 + (size_t)I8_PF_ROWS * row_bytes;
         for (uint32_t b = 0; b < nblk; b++, dst += I8_T_BYTES) {
-            for (size_t l = 0; l < 8 * bb && pf < pf_end; l += 64, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
-            __m256i v[8];
-            uint16_t d[8], mn[8] = {0};
-            #pragma GCC unroll 8
-            for (int l = 0; l < 8; l++) {
-                const uint8_t *blk = row0 + (size_t)l * row_bytes + (size_t)b * bb;
-                v[l] = i8_wload(t, blk);
-                d[l] = (uint16_t)i8_half_bits(blk, 0);
-                if (t == QT_Q4_1) mn[l] = (uint16_t)i8_half_bits(blk, 2);
+            for (size_t l = 0; l < I8_GROUP * bb && pf < pf_end; l += 64, pf += 64)
+                _mm_prefetch(pf, _MM_HINT_T0);
+            #pragma GCC unroll 2
+            for (int h = 0; h < I8_HALVES; h++) { /* rows 8h .. 8h + 7 */
+                __m256i v[8];
+                uint16_t d[8], mn[8] = {0};
+                #pragma GCC unroll 8
+                for (int l = 0; l < 8; l++) {
+                    const uint8_t *blk = row0 + (size_t)(8 * h + l) * row_bytes + (size_t)b * bb;
+                    v[l] = i8_wload(t, blk);
+                    d[l] = (uint16_t)i8_half_bits(blk, 0);
+                    if (t == QT_Q4_1) mn[l] = (uint16_t)i8_half_bits(blk, 2);
+                }
+                i8_transpose8(v);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 8; g++)
+                    _mm256_store_si256((__m256i *)(dst + 32 * (I8_HALVES * g + h)), v[g]);
+                _mm256_store_ps((float *)(dst + I8_T_D + 32 * h),
+                                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d)));
+                _mm256_store_ps((float *)(dst + I8_T_M + 32 * h),
+                                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mn)));
             }
-            i8_transpose8(v);
-            #pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)dst + g, v[g]);
-            _mm256_store_ps((float *)(dst + I8_T_D), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d)));
-            _mm256_store_ps((float *)(dst + I8_T_M), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mn)));
         }
     }
 }
 
-/* Transposed tiles: I8_TG groups of 8 weight rows x I8_TC activation rows.
+/* The transposed tile's vectors: one dword (int) or float lane per row of
+ * a group. */
+#ifdef KIPP_I8_ZMM
+typedef __m512i i8_vi;
+typedef __m512 i8_vf;
+#define I8V_ZERO_I _mm512_setzero_si512
+#define I8V_ZERO_F _mm512_setzero_ps
+#define I8V_SET1_I _mm512_set1_epi32
+#define I8V_SET1_F _mm512_set1_ps
+#define I8V_LOAD_I(p) _mm512_load_si512(p)
+#define I8V_LOAD_F _mm512_load_ps
+#define I8V_DPBUSD _mm512_dpbusd_epi32
+#define I8V_CVT _mm512_cvtepi32_ps
+#define I8V_MUL_F _mm512_mul_ps
+#define I8V_ADD_F _mm512_add_ps
+#define I8V_FMADD_F _mm512_fmadd_ps
+#define I8V_STOREU_F _mm512_storeu_ps
+#else
+typedef __m256i i8_vi;
+typedef __m256 i8_vf;
+#define I8V_ZERO_I _mm256_setzero_si256
+#define I8V_ZERO_F _mm256_setzero_ps
+#define I8V_SET1_I _mm256_set1_epi32
+#define I8V_SET1_F _mm256_set1_ps
+#define I8V_LOAD_I(p) _mm256_load_si256(p)
+#define I8V_LOAD_F _mm256_load_ps
+#define I8V_DPBUSD _mm256_dpbusd_epi32
+#define I8V_CVT _mm256_cvtepi32_ps
+#define I8V_MUL_F _mm256_mul_ps
+#define I8V_ADD_F _mm256_add_ps
+#define I8V_FMADD_F _mm256_fmadd_ps
+#define I8V_STOREU_F _mm256_storeu_ps
+#endif
+
+/* Transposed tiles: I8_TG groups x I8_TC activation rows.
  * Measured on Zen 4 (kernel_micro matmul, one thread, 512 rows, M = 64, K
  * = 1,024, GFLOPS Q4_0 / Q8_0 / Q4_1): the vpdpbusd table 2 x 4 316 / 319
  * / 287 (1 x 4 251 / 256 / 250, 2 x 3 300 / 305 / 276, 1 x 6 271 / 273 /
@@ -330,8 +392,14 @@ static void i8_repack(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, 
  * 117 / 183 (2 x 3 126 / 111 / 114, 1 x 3 108 / 96 / 100, 3 x 2 185 / 114
  * / 170, 4 x 2 53 / 68 / 53). The row-major tiles before stop 44: 96 / 92
  * (vpdpbusd), 85 / 80 (plain). The plain table is the one AVX2-only
- * processors get, and it is unmeasured on one. -DI8_TG=.. -DI8_TC=..
- * (both) override, for such measurements. */
+ * processors get, and it is unmeasured on one. The 512-bit tiles (avx512i8,
+ * groups of 16 rows) keep 2 x 4: on the Intel Xeon of stop 60 (family 6
+ * model 207) 425 / 421 / 390 GFLOPS there against the 256-bit tiles' 259
+ * / 256 / 234 (the same tier before), 2 x 5 431 / 435 / 399 and 2 x 6
+ * 435 / 446 / 398 (within 3 %; a 512-token prefill in the engine read
+ * either way in interleaved runs), 2 x 3 393 / 387 / 351, 1 x 8 370 / 363 /
+ * 376, 3 x 3 310 / 318 / 297. -DI8_TG=.. -DI8_TC=.. (both) override, for
+ * such measurements. */
 #ifndef I8_TG
 #ifdef KIPP_I8_VNNI
 #define I8_TG 2
@@ -344,31 +412,31 @@ static void i8_repack(int t, const uint8_t *w, size_t row_bytes, uint32_t nblk, 
 
 /* G (<= I8_TG) repacked groups from s (gstride bytes apart) against
  * activation rows m .. m+C-1; lane l of acc[gi][c] is the output (m + c,
- * n + 8 gi + l). */
+ * n + I8_GROUP gi + l). */
 static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t *s,
                                                            size_t gstride, uint32_t nblk,
                                                            const uint8_t *x, size_t x_stride,
                                                            int G, int C, uint32_t n, uint32_t m,
                                                            float *const *y) {
-    __m256 acc[I8_TG][I8_TC], ms[I8_TG][I8_TC];
+    i8_vf acc[I8_TG][I8_TC], ms[I8_TG][I8_TC];
     #pragma GCC unroll 2
     for (int gi = 0; gi < G; gi++)
         #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[gi][c] = ms[gi][c] = _mm256_setzero_ps();
+        for (int c = 0; c < C; c++) acc[gi][c] = ms[gi][c] = I8V_ZERO_F();
 #ifndef KIPP_I8_VNNI
     const __m256i ones = _mm256_set1_epi16(1);
 #endif
     for (uint32_t b = 0; b < nblk; b++) {
         const uint8_t *xb = x + (size_t)b * I8_REC + (size_t)m * x_stride;
         const uint8_t *sb = s + (size_t)b * I8_T_BYTES;
-        __m256i ia[I8_TG][I8_TC];
+        i8_vi ia[I8_TG][I8_TC];
 #ifndef KIPP_I8_VNNI
         __m256i iw[I8_TG][I8_TC]; /* Q4: the pair sums, in 16 bits */
 #endif
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            __m256i c0 = i8_corrected(t) ? _mm256_set1_epi32(i8_corr(t, xb + (size_t)c * x_stride))
-                                         : _mm256_setzero_si256();
+            i8_vi c0 = i8_corrected(t) ? I8V_SET1_I(i8_corr(t, xb + (size_t)c * x_stride))
+                                       : I8V_ZERO_I();
             #pragma GCC unroll 2
             for (int gi = 0; gi < G; gi++) {
                 ia[gi][c] = c0;
@@ -379,13 +447,13 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
         }
         #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
-            __m256i wv[I8_TG];
+            i8_vi wv[I8_TG];
 #ifndef KIPP_I8_VNNI
             __m256i wa[I8_TG];
 #endif
             #pragma GCC unroll 2
             for (int gi = 0; gi < G; gi++) {
-                wv[gi] = _mm256_load_si256((const __m256i *)(sb + (size_t)gi * gstride) + g);
+                wv[gi] = I8V_LOAD_I((const i8_vi *)(sb + (size_t)gi * gstride) + g);
 #ifndef KIPP_I8_VNNI
                 if (t == QT_Q8_0) wa[gi] = _mm256_abs_epi8(wv[gi]);
 #endif
@@ -394,11 +462,11 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
             for (int c = 0; c < C; c++) {
                 int32_t xd;
                 memcpy(&xd, xb + (size_t)c * x_stride + I8_Q + 4 * g, sizeof xd);
-                const __m256i xg = _mm256_set1_epi32(xd);
+                const i8_vi xg = I8V_SET1_I(xd);
                 #pragma GCC unroll 2
                 for (int gi = 0; gi < G; gi++) {
 #ifdef KIPP_I8_VNNI
-                    ia[gi][c] = _mm256_dpbusd_epi32(ia[gi][c], wv[gi], xg);
+                    ia[gi][c] = I8V_DPBUSD(ia[gi][c], wv[gi], xg);
 #else
                     if (t == QT_Q8_0)
                         ia[gi][c] = _mm256_add_epi32(
@@ -414,7 +482,7 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
         #pragma GCC unroll 2
         for (int gi = 0; gi < G; gi++) {
             const uint8_t *sg = sb + (size_t)gi * gstride;
-            const __m256 dw = _mm256_load_ps((const float *)(sg + I8_T_D));
+            const i8_vf dw = I8V_LOAD_F((const float *)(sg + I8_T_D));
             #pragma GCC unroll 8
             for (int c = 0; c < C; c++) {
                 const uint8_t *rec = xb + (size_t)c * x_stride;
@@ -422,11 +490,11 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
                 if (t != QT_Q8_0)
                     ia[gi][c] = _mm256_add_epi32(ia[gi][c], _mm256_madd_epi16(iw[gi][c], ones));
 #endif
-                __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(i8_f32(rec, I8_D)));
-                acc[gi][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[gi][c]), dd, acc[gi][c]);
+                i8_vf dd = I8V_MUL_F(dw, I8V_SET1_F(i8_f32(rec, I8_D)));
+                acc[gi][c] = I8V_FMADD_F(I8V_CVT(ia[gi][c]), dd, acc[gi][c]);
                 if (t == QT_Q4_1)
-                    ms[gi][c] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(sg + I8_T_M)),
-                                                _mm256_set1_ps(i8_f32(rec, I8_S)), ms[gi][c]);
+                    ms[gi][c] = I8V_FMADD_F(I8V_LOAD_F((const float *)(sg + I8_T_M)),
+                                            I8V_SET1_F(i8_f32(rec, I8_S)), ms[gi][c]);
             }
         }
     }
@@ -434,17 +502,21 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
     for (int gi = 0; gi < G; gi++)
         #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
-            _mm256_storeu_ps(&y[m + c][n + 8 * gi],
-                             t == QT_Q4_1 ? _mm256_add_ps(acc[gi][c], ms[gi][c]) : acc[gi][c]);
+            I8V_STOREU_F(&y[m + c][n + I8_GROUP * gi],
+                         t == QT_Q4_1 ? I8V_ADD_F(acc[gi][c], ms[gi][c]) : acc[gi][c]);
 }
 
-/* Prefill: up to W_BLOCK weight rows at a time repacked into I8_SCRATCH
- * bytes of stack (hot in L2), every activation row run against them in
- * transposed tiles; rows past the last whole group of 8 (a thread's range
- * need not be a multiple), and rows too long for one group to fit,
- * in row-major tiles. */
-enum { I8_SCRATCH = 256 * 1024 };
-_Static_assert(W_BLOCK % 8 == 0, "the blocked path repacks whole groups of 8 rows");
+/* Prefill: up to W_BLOCK weight rows at a time repacked into stack
+ * scratch (hot in L2: as many groups as I8_SCRATCH_HOT holds, at least
+ * one where it fits I8_SCRATCH at all), every activation row run against
+ * them in transposed tiles; rows past the last whole group (a thread's
+ * range need not be a multiple), and rows too long for one group to fit,
+ * in row-major tiles. I8_SCRATCH holds a group of rows of up to
+ * I8_MAX_BLOCKS blocks at either width: the family's longest (Qwen3-32B's
+ * down projection, K = 25,600) and a little more. */
+enum { I8_SCRATCH_HOT = 256 * 1024, I8_MAX_BLOCKS = 819, I8_SCRATCH = I8_T_BYTES * I8_MAX_BLOCKS };
+_Static_assert(W_BLOCK % I8_GROUP == 0, "the blocked path repacks whole groups");
+_Static_assert(25600 / 32 <= I8_MAX_BLOCKS, "a group of Qwen3-32B's longest rows fits");
 
 static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t row_bytes,
                                                  uint32_t nblk, const uint8_t *x, size_t x_stride,
@@ -452,20 +524,22 @@ static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t
                                                  float *const *y) {
     _Alignas(64) uint8_t s[I8_SCRATCH];
     const size_t gstride = (size_t)nblk * I8_T_BYTES;
-    uint32_t cap = (uint32_t)(I8_SCRATCH / gstride), n = n0;
-    if (cap > W_BLOCK / 8) cap = W_BLOCK / 8;
-    while (cap > 0 && n + 8 <= n1) {
-        uint32_t groups = (n1 - n) / 8 < cap ? (n1 - n) / 8 : cap;
+    uint32_t cap = (uint32_t)(I8_SCRATCH_HOT / gstride), n = n0;
+    if (cap == 0 && gstride <= I8_SCRATCH) cap = 1;
+    if (cap > W_BLOCK / I8_GROUP) cap = W_BLOCK / I8_GROUP;
+    while (cap > 0 && n + I8_GROUP <= n1) {
+        uint32_t groups = (n1 - n) / I8_GROUP < cap ? (n1 - n) / I8_GROUP : cap;
         i8_repack(t, w, row_bytes, nblk, n, groups, n1, s);
         for (uint32_t r = 0; r < m; r += I8_TC) {
 #define TT(C)                                                                                 \
     do {                                                                                      \
         uint32_t gi = 0;                                                                      \
         for (; gi + I8_TG <= groups; gi += I8_TG)                                             \
-            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, I8_TG, C, n + 8 * gi, r, \
-                     y);                                                                      \
+            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, I8_TG, C,               \
+                     n + I8_GROUP * gi, r, y);                                                \
         for (; gi < groups; gi++)                                                             \
-            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, 1, C, n + 8 * gi, r, y); \
+            i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, 1, C, n + I8_GROUP * gi, \
+                     r, y);                                                                   \
     } while (0)
             switch (m - r) {
             case 1: TT(1); break;
@@ -481,11 +555,17 @@ static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t
 #if I8_TC > 5
             case 5: TT(5); break;
 #endif
+#if I8_TC > 6
+            case 6: TT(6); break;
+#endif
+#if I8_TC > 7
+            case 7: TT(7); break;
+#endif
             default: TT(I8_TC); break;
             }
 #undef TT
         }
-        n += 8 * groups;
+        n += I8_GROUP * groups;
     }
     if (n < n1) {
         uint32_t r = 0;
@@ -496,6 +576,7 @@ static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t
     }
 }
 _Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
+_Static_assert(I8_TC <= 8, "i8_blocked's switch covers 1 .. 8 activation rows");
 
 /* One activation row (decode: a single pass, tiles of I8_MV_ROWS weight
  * rows) and a few (2 .. I8_FEW_ROWS: batched decode of some sessions,

@@ -15,6 +15,7 @@
  *    table: against a double-precision softmax over the decoded K/V;
  *    multi-row calls bitwise one-row calls; bitwise the tier's BF16-cache
  *    attention where the cached values are BF16-exact. */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,12 +37,18 @@
  * remainder. N = 45 weight rows: avx2i8's blocked path repacks 5 groups
  * of 8 (K_LONG: 3 per round, the most 256 KiB holds, then 2) and takes the
  * last 5 rows in row-major tiles; the column ranges [3, 19) and [19, 45)
- * give 2 groups and 3 groups + 2 rows. */
+ * give 2 groups and 3 groups + 2 rows. avx512i8's groups are 16 rows:
+ * 2 groups + 13 rows (K_LONG: 1 per round), and [3, 19) and [19, 45) 1
+ * group, and 1 group + 10 rows. */
 enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 35 };
-/* avx2i8's prefill repacks groups of 8 weight rows into 256 KiB of stack
- * (320 bytes per block of a group): rows of more than 819 blocks fit no
- * group and take its row-major tiles instead (check_i8_huge_k). */
-enum { K_HUGE = 832 * 32 };
+/* The integer tiers' prefill repacks groups of weight rows (avx2i8 8,
+ * 320 bytes per block; avx512i8 16, 640 bytes) into stack scratch, as
+ * many groups as 256 KiB holds and at least one where a group of up to
+ * 819 blocks fits (kernels_i8.h I8_MAX_BLOCKS): K_HUGE's rows fit no
+ * group and take the row-major tiles instead; K_ONE_GROUP's 16-row group
+ * (600 x 640 bytes) is past the 256 KiB but repacked, one group a round
+ * (check_i8_long_k). */
+enum { K_HUGE = 832 * 32, K_ONE_GROUP = 600 * 32 };
 
 /* Bounds: ~10x the worst measured on 2026-12-01 (AMD Zen 5, every tier):
  *   matmul, relative to sum |w||x|:  generic q8_0 2.7e-8, q4_0 2.7e-8,
@@ -296,17 +303,19 @@ static void check_matmul(const kipp_cpu_kernels *kern, const int K) {
     free(hot);
 }
 
-/* avx2i8 at K_HUGE (past what its prefill can repack: row-major tiles for
- * every row): 9 weight rows, 6 activation rows (blocked) and 1 (decode),
- * each output bitwise its int8 reference. */
-static void check_i8_huge_k(const kipp_cpu_kernels *kern) {
-    enum { NH = 9, MH = 6 };
-    const int K = K_HUGE;
+/* An integer tier at K_HUGE (past what its prefill can repack: row-major
+ * tiles for every row; 9 weight rows) and at K_ONE_GROUP (17 rows: a
+ * repacked group of 16 or two of 8, one a round, then a row-major row):
+ * 6 activation rows (blocked) and 1 (decode), each output bitwise its
+ * int8 reference. */
+static void check_i8_long_k(const kipp_cpu_kernels *kern, int K, int NH) {
+    enum { MH = 6, NH_MAX = 17 };
+    assert(K <= K_HUGE && NH <= NH_MAX);
     size_t stride = kern->act_bytes(K);
     float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * NH);
     uint8_t *act = aligned_alloc(64, stride * MH);
     static i8_row xh[MH];
-    float yh[MH][9], *py[MH];
+    float yh[MH][NH_MAX], *py[MH];
     for (int r = 0; r < MH; r++) {
         for (int i = 0; i < K; i++) x[i] = uni() * (1.0f + (float)r);
         kern->pack_act(x, K, act + r * stride);
@@ -472,7 +481,7 @@ int main(void) {
         if (!kern) continue;
         check_matmul(kern, K_SHORT);
         check_matmul(kern, K_LONG);
-        if (kern->act_i8) check_i8_huge_k(kern);
+        if (kern->act_i8) check_i8_long_k(kern, K_HUGE, 9), check_i8_long_k(kern, K_ONE_GROUP, 17);
         check_attention(kern, 0);
         check_attention(kern, 1);
 #if defined(__x86_64__)
@@ -493,7 +502,8 @@ int main(void) {
                         other == &kipp_cpu_kernels_avx2i8 ? "plain" : "vpdpbusd");
                 check_matmul(other, K_SHORT);
                 check_matmul(other, K_LONG);
-                check_i8_huge_k(other);
+                check_i8_long_k(other, K_HUGE, 9);
+                check_i8_long_k(other, K_ONE_GROUP, 17);
             } else {
                 test_skip_part(TEST_SKIP_MACHINE, "avx2i8 vpdpbusd table", "cpu lacks avx512_vnni");
             }
