@@ -4,8 +4,9 @@
  * 256-bit AVX2 code, with each integer dot one vpdpbusd where the includer
  * defines KIPP_I8_VNNI (AVX512_VNNI + AVX512VL: the same sums, the same
  * bits), and prefill's transposed tiles 512 bits wide where it also
- * defines KIPP_I8_ZMM (avx512i8; the same bits again). Included once by each tier file, after the tier's own kernels
- * (kernels_avx2.c or kernels_avx512.c, built with KIPP_BLOCKED_BF16_ONLY),
+ * defines KIPP_I8_ZMM (avx512i8; the same bits again). Included once by
+ * each tier file, after the tier's own kernels (kernels_avx2.c or
+ * kernels_avx512.c, built with KIPP_BLOCKED_BF16_ONLY),
  * whose kernels_simd.h and kernels_blocked.h supply the quantized-row
  * walkers (qtile_*, seq_pf_*, q4_block), W_BLOCK and the table's entry
  * points (KIPP_CPU_MATMUL_Q_ENTRIES). */
@@ -517,6 +518,9 @@ static inline __attribute__((always_inline)) void i8_ttile(int t, const uint8_t 
 enum { I8_SCRATCH_HOT = 256 * 1024, I8_MAX_BLOCKS = 819, I8_SCRATCH = I8_T_BYTES * I8_MAX_BLOCKS };
 _Static_assert(W_BLOCK % I8_GROUP == 0, "the blocked path repacks whole groups");
 _Static_assert(25600 / 32 <= I8_MAX_BLOCKS, "a group of Qwen3-32B's longest rows fits");
+/* cap groups of gstride = nblk x I8_T_BYTES bytes fit I8_SCRATCH_HOT, so
+ * cap x nblk <= I8_SCRATCH_HOT / I8_T_BYTES blocks: within the scratch */
+_Static_assert(I8_SCRATCH_HOT / I8_T_BYTES <= I8_MAX_BLOCKS, "the hot groups fit the scratch");
 
 static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t row_bytes,
                                                  uint32_t nblk, const uint8_t *x, size_t x_stride,
