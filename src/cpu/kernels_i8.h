@@ -545,28 +545,20 @@ static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t
             i8_ttile(t, s + gi * gstride, gstride, nblk, x, x_stride, 1, C, n + I8_GROUP * gi, \
                      r, y);                                                                   \
     } while (0)
+            /* a tile of min(rows left, I8_TC) activation rows, each width a
+             * compile-time constant */
+#define TT_UPTO(C) TT((C) < I8_TC ? (C) : I8_TC)
             switch (m - r) {
-            case 1: TT(1); break;
-#if I8_TC > 2
-            case 2: TT(2); break;
-#endif
-#if I8_TC > 3
-            case 3: TT(3); break;
-#endif
-#if I8_TC > 4
-            case 4: TT(4); break;
-#endif
-#if I8_TC > 5
-            case 5: TT(5); break;
-#endif
-#if I8_TC > 6
-            case 6: TT(6); break;
-#endif
-#if I8_TC > 7
-            case 7: TT(7); break;
-#endif
+            case 1: TT_UPTO(1); break;
+            case 2: TT_UPTO(2); break;
+            case 3: TT_UPTO(3); break;
+            case 4: TT_UPTO(4); break;
+            case 5: TT_UPTO(5); break;
+            case 6: TT_UPTO(6); break;
+            case 7: TT_UPTO(7); break;
             default: TT(I8_TC); break;
             }
+#undef TT_UPTO
 #undef TT
         }
         n += I8_GROUP * groups;
@@ -580,7 +572,7 @@ static __attribute__((noinline)) void i8_blocked(int t, const uint8_t *w, size_t
     }
 }
 _Static_assert(I8_MC == 3, "the remainder cases cover I8_MC - 1 rows");
-_Static_assert(I8_TC <= 8, "i8_blocked's switch covers 1 .. 8 activation rows");
+_Static_assert(I8_TC <= 8, "i8_blocked's switch cuts tiles of 1 .. 8 activation rows");
 
 /* One activation row (decode: a single pass, tiles of I8_MV_ROWS weight
  * rows) and a few (2 .. I8_FEW_ROWS: batched decode of some sessions,
