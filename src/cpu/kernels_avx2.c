@@ -158,8 +158,9 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * storing and reloading a register is exact, so spans do not change the
  * sequence. Tile row r is weight row n + r * rs (rs = 1 but in a split
  * decode tile), by src: a BF16 row of w; a quantized row (row_bytes
- * apart), decoded block by block by qweights; or FP32 row n - row0 + r of
- * w (decoded once, kernels_blocked.h; never split). Per output:
+ * apart), decoded block by block by qweights; or FP32 row n + r of the
+ * rows w (a dec_rows) says where (decoded once, kernels_blocked.h; never
+ * split). Per output:
  * acc = 0; acc = FMA(w_i, x_i, acc) for each 8-value vector i in K order;
  * hsum8 -- whatever the source, R, C and the neighbours: matrix-vector and
  * matrix-matrix, decoded in the tile or once, give the same bits.
@@ -168,7 +169,7 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * hardware prefetcher to ramp up on (split tiles: along the row's own
  * stream, kernels_simd.h). Prefetches never fault. */
 static inline __attribute__((always_inline)) void
-tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
+tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m256 (*carry)[MC], next_pf *np) {
@@ -188,7 +189,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 if (src == SRC_DEC) {
-                    wv[r] = _mm256_load_ps((const float *)w + (size_t)(n - row0 + r) * k + i);
+                    wv[r] = _mm256_load_ps((const float *)((const dec_rows *)w)->base + dec_at(w, n + r, i));
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                     if (row_pf(PF) && i % 32 == 0) /* one 64-byte line per 32 values */

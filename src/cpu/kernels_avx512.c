@@ -194,8 +194,9 @@ static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint
  * constants at every call site, so acc[][] lives in registers. Tile row
  * r is weight row n + r * rs (rs = 1 but in a split decode tile), by src:
  * a BF16 row of w; a quantized row (row_bytes apart), each block decoded
- * by qweights; or FP32 row n - row0 + r of w (rows already decoded into
- * the packed order: prefill, kernels_blocked.h; never split).
+ * by qweights; or FP32 row n + r of the rows w (a dec_rows) says where
+ * (rows already decoded into the packed order: prefill, kernels_blocked.h;
+ * never split).
  * Per output the sequence is: acc = 0; for each 32-value chunk in K order:
  *   acc = fma(w_even, x_even, acc); acc = fma(w_odd, x_odd, acc);
  * then the fold tree (store_tile: fold16, fold1) -- independent of R, C and
@@ -215,7 +216,7 @@ static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint
  * prefetches the following tiles as one region into L2 (kernels_simd.h).
  * A prefetch past the tensor's end never faults. */
 static inline __attribute__((always_inline)) void
-tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, const char *x,
+tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
@@ -241,7 +242,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t row0, uint32_t k, c
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_DEC) {
-                const float *wr = (const float *)w + (size_t)(n - row0 + r) * k + i;
+                const float *wr = (const float *)((const dec_rows *)w)->base + dec_at(w, n + r, i);
                 we[r] = _mm512_load_ps(wr);
                 wo[r] = _mm512_load_ps(wr + 16);
             } else if (src == SRC_BF16) {

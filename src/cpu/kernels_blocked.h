@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
                                                            const char *x, size_t x_stride, int R,
                                                            int C, int PF, uint32_t n,
                                                            uint32_t rs, float *const *y) {
-    tile_span(w, src, row_bytes, 0, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL, NULL);
+    tile_span(w, src, row_bytes, k, x, x_stride, R, C, PF, n, rs, 0, y, 0, k, NULL, NULL);
 }
 
 /* Decode (C activation rows, usually one; C <= FEW_ROWS): weight rows
@@ -146,41 +146,42 @@ static inline next_pf next_pf_at(const void *next, size_t bytes, size_t steps) {
 }
 
 /* Every activation row [0, m) against weight rows [nb, ne) of source src
- * (BF16 rows of w, quantized rows row_bytes apart, or decoded rows of w from
- * row0), at most W_BLOCK of them: MR x MC tiles, the last rows in a 2-row
- * tile and 1-row tiles; K in spans of K_SPAN, each activation tile's
- * accumulators carried between spans in carry[]. next, next_bytes: what
- * the call reads after this block (NULL: nothing), prefetched as it goes
- * (next_pf). */
-static inline __attribute__((always_inline)) void block_rows(const void *w, int src,
-                                                             size_t row_bytes, uint32_t row0,
-                                                             uint32_t k, const char *xb,
-                                                             size_t x_stride, uint32_t nb,
-                                                             uint32_t ne, uint32_t m,
-                                                             float *const *y, const void *next,
-                                                             size_t next_bytes) {
-    _Alignas(64) vf carry[W_BLOCK][MC];
+ * (BF16 rows of w, quantized rows row_bytes apart, or the decoded rows a
+ * dec_rows w says where), at most W_BLOCK of them, over values [kb, ke) of
+ * K: MR x MC tiles, the last rows in a 2-row tile and 1-row tiles; K in
+ * spans of K_SPAN, each activation tile's accumulators carried between
+ * spans in carry[]. A call over all of K (kb = 0, ke = k) lets every
+ * activation tile use carry[0 .. ne - nb); over a panel of K, activation
+ * tile i's accumulators wait for the next panel in carry[i * tile_rows
+ * ...] (tile_rows >= ne - nb; the same m, so the same tiles, every
+ * panel). next, next_bytes: what the call reads after this block (NULL:
+ * nothing), prefetched as it goes (next_pf). */
+static inline __attribute__((always_inline)) void
+block_rows(const void *w, int src, size_t row_bytes, uint32_t k, uint32_t kb, uint32_t ke,
+           const char *xb, size_t x_stride, uint32_t nb, uint32_t ne, uint32_t m, float *const *y,
+           const void *next, size_t next_bytes, vf (*carry)[MC], uint32_t tile_rows) {
     /* ceil(m / MC) activation tiles (cut below); the next block's lines
      * spread over their chunks of about ceil(rows / MR) weight tiles each
      * (a short last block's 2- and 1-row tiles only finish it sooner) */
     uint32_t tiles = (m + MC - 1) / MC;
-    next_pf pf = next_pf_at(next, next_bytes, (size_t)tiles * (k / 32) * ((ne - nb + MR - 1) / MR));
+    next_pf pf = next_pf_at(next, next_bytes, (size_t)tiles * ((ke - kb) / 32) * ((ne - nb + MR - 1) / MR));
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
-        for (uint32_t k0 = 0; k0 < k; k0 += K_SPAN) {                                       \
-            uint32_t k1 = k0 + K_SPAN < k ? k0 + K_SPAN : k, n = nb;                        \
+        vf(*ct)[MC] = carry + (size_t)i * tile_rows;                                        \
+        for (uint32_t k0 = kb; k0 < ke; k0 += K_SPAN) {                                     \
+            uint32_t k1 = k0 + K_SPAN < ke ? k0 + K_SPAN : ke, n = nb;                      \
             for (; n + MR <= ne; n += MR) {                                                 \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb), &pf);                                       \
+                tile_span(w, src, row_bytes, k, xb, x_stride, MR, C, 0, n, 1, r, y, k0, k1, \
+                          ct + (n - nb), &pf);                                              \
             }                                                                               \
             if (MR > 2 && n + 2 <= ne) { /* avx2's 3-row tiles leave 2 of 32 or 64 rows */  \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb), &pf);                                       \
+                tile_span(w, src, row_bytes, k, xb, x_stride, 2, C, 0, n, 1, r, y, k0, k1,  \
+                          ct + (n - nb), &pf);                                              \
                 n += 2;                                                                     \
             }                                                                               \
             for (; n < ne; n++) {                                                           \
-                tile_span(w, src, row_bytes, row0, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, \
-                          k1, carry + (n - nb), &pf);                                       \
+                tile_span(w, src, row_bytes, k, xb, x_stride, 1, C, 0, n, 1, r, y, k0, k1,  \
+                          ct + (n - nb), &pf);                                              \
             }                                                                               \
         }                                                                                   \
     } while (0)
@@ -214,11 +215,12 @@ static inline __attribute__((always_inline)) void blocked_rows(const void *w, in
                                                                uint32_t m, float *const *y) {
     /* bytes per weight row (a BF16 row is addressed by k, row_bytes 0) */
     size_t pitch = src == SRC_BF16 ? (size_t)k * sizeof(uint16_t) : row_bytes;
+    _Alignas(64) vf carry[W_BLOCK][MC];
     for (uint32_t nb = n0; nb < n1; nb += W_BLOCK) {
         uint32_t ne = nb + W_BLOCK < n1 ? nb + W_BLOCK : n1;
         uint32_t nn = ne + W_BLOCK < n1 ? ne + W_BLOCK : n1; /* the next block: [ne, nn) */
-        block_rows(w, src, row_bytes, 0, k, xb, x_stride, nb, ne, m, y,
-                   ne < n1 ? (const char *)w + ne * pitch : NULL, (nn - ne) * pitch);
+        block_rows(w, src, row_bytes, k, 0, k, xb, x_stride, nb, ne, m, y,
+                   ne < n1 ? (const char *)w + ne * pitch : NULL, (nn - ne) * pitch, carry, 0);
     }
 }
 
@@ -277,13 +279,15 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
 
 #ifndef KIPP_BLOCKED_BF16_ONLY /* avx2i8 has its own quantized matmuls */
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
- * stack (384 KiB: 32 FP32 rows of Qwen3-0.6B's K = 3072, 64 BF16 ones;
- * fewer rows stream the activations from L3 too often) and runs every
- * activation row against them (block_rows on SRC_DEC rows), so the
- * decode work is per weight row, not per (weight tile, activation tile).
- * Rows longer than the buffer decode inside the tiles instead (calls of
- * up to FEW_PASSES * FEW_ROWS activation rows never get here: q_stream,
- * whose tiles decode). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * stack (384 KiB: 32 FP32 rows of Qwen3-0.6B's K = 3072, 64 BF16 ones)
+ * and runs every activation row against them (block_rows on SRC_DEC
+ * rows), so the decode work is per weight row, not per (weight tile,
+ * activation tile). Calls of up to FEW_PASSES * FEW_ROWS activation rows
+ * never get here (q_stream, whose tiles decode). Each block of decoded
+ * rows reads all the activations once, so fewer rows read them more
+ * often per FLOP (rows / 2 FLOPs a byte): where fewer than
+ * QDEC_PANEL_ROWS whole rows fit, q_panels decodes QDEC_PANEL_ROWS rows a
+ * panel of K at a time instead (below). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
  * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
  * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
  * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
@@ -295,6 +299,51 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
 #endif
 enum { QDEC_BYTES = 384 * 1024, QDEC_ROWS = 64 };
 _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
+
+/* Long rows (Qwen3-4B's down projection, K = 9,728, took 10 whole FP32
+ * rows: 5 FLOPs per activation byte, read from L3 at 256 rows) go by
+ * panels: QDEC_PANEL_ROWS weight rows, QDEC_PANEL_K values of K at a time
+ * (as many whole spans as the buffer holds for them), against QDEC_GROUP
+ * activation rows at a time, each activation tile's accumulators waiting
+ * in carry between panels -- exact, as between spans, so the same bits.
+ * The panels are decoded again for each group of activation rows (m /
+ * QDEC_GROUP times; a Q8_0 block's decode is ~7 operations against the
+ * group's 2 x 64 FMAs per row), while the activations are read once per
+ * QDEC_PANEL_ROWS weight rows, not once per 10 (K = 9,728) or 3 (K =
+ * 25,600, Qwen3-32B). */
+enum {
+    QDEC_PANEL_ROWS = 32,
+    QDEC_PANEL_K = QDEC_BYTES / (QDEC_PANEL_ROWS * sizeof(QDEC_T)) / K_SPAN * K_SPAN,
+    QDEC_GROUP = 64,
+    QDEC_GROUP_TILES = (QDEC_GROUP + MC - 1) / MC, /* block_rows' tiles for QDEC_GROUP rows */
+};
+_Static_assert(QDEC_PANEL_K >= K_SPAN && (int)QDEC_PANEL_ROWS <= (int)QDEC_ROWS,
+               "a panel is whole spans of at most QDEC_ROWS rows");
+
+static inline __attribute__((always_inline)) void q_panels(int t, const uint8_t *wb,
+                                                           size_t row_bytes, uint32_t k,
+                                                           const char *xb, size_t x_stride,
+                                                           uint32_t m, uint32_t n0, uint32_t n1,
+                                                           float *const *y) {
+    _Alignas(64) QDEC_T dec[QDEC_PANEL_ROWS * QDEC_PANEL_K];
+    _Alignas(64) vf carry[QDEC_GROUP_TILES * QDEC_PANEL_ROWS][MC];
+    for (uint32_t nb = n0; nb < n1; nb += QDEC_PANEL_ROWS) {
+        uint32_t ne = nb + QDEC_PANEL_ROWS < n1 ? nb + QDEC_PANEL_ROWS : n1;
+        for (uint32_t g0 = 0; g0 < m; g0 += QDEC_GROUP) {
+            uint32_t mg = m - g0 < QDEC_GROUP ? m - g0 : QDEC_GROUP;
+            for (uint32_t p0 = 0; p0 < k; p0 += QDEC_PANEL_K) {
+                uint32_t p1 = p0 + QDEC_PANEL_K < k ? p0 + QDEC_PANEL_K : k;
+                for (uint32_t n = nb; n < ne; n++)
+                    for (uint32_t i = p0; i < p1; i += 32)
+                        qdecode_block(t, wb + (size_t)n * row_bytes, i / 32,
+                                      dec + (size_t)(n - nb) * QDEC_PANEL_K + (i - p0));
+                const dec_rows d = {dec, QDEC_PANEL_K, nb, p0};
+                block_rows(&d, SRC_DEC, 0, k, p0, p1, xb + (size_t)g0 * x_stride, x_stride, nb,
+                           ne, mg, y + g0, NULL, 0, carry, QDEC_PANEL_ROWS);
+            }
+        }
+    }
+}
 
 /* Quantized rows streamed (no decode-once): decode's loop for one
  * activation row, few_rows for 2 .. FEW_ROWS. */
@@ -348,11 +397,12 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     }
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if (rows == 0) { /* decode in the tiles */
-        blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
+    if (rows < QDEC_PANEL_ROWS) {
+        q_panels(t, wb, row_bytes, k, xb, x_stride, m, n0, n1, y);
         return;
     }
     _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
+    _Alignas(64) vf carry[W_BLOCK][MC];
     for (uint32_t nb = n0; nb < n1; nb += rows) {
         uint32_t ne = nb + rows < n1 ? nb + rows : n1;
         for (uint32_t n = nb; n < ne; n++)
@@ -360,8 +410,10 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
                 qdecode_block(t, wb + (size_t)n * row_bytes, b,
                               dec + (size_t)(n - nb) * k + (size_t)32 * b);
         uint32_t nn = ne + rows < n1 ? ne + rows : n1; /* the rows decoded next */
-        block_rows(dec, SRC_DEC, 0, nb, k, xb, x_stride, nb, ne, m, y,
-                   ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes);
+        const dec_rows d = {dec, k, nb, 0};
+        block_rows(&d, SRC_DEC, 0, k, 0, k, xb, x_stride, nb, ne, m, y,
+                   ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes,
+                   carry, 0);
     }
 }
 

@@ -90,6 +90,19 @@ enum { QT_Q8_0, QT_Q4_0, QT_Q4_1 };
  * or rows the prefill already decoded from a quantized type (QDEC_T: FP32
  * on the FP32 tiers, BF16 on avx512bf16). */
 enum { SRC_BF16 = 16, SRC_DEC = 17 };
+/* Where SRC_DEC rows are (the w a tile gets for them): values [k0, k0 +
+ * stride) of weight rows row0, row0 + 1, ..., row j's value i at element
+ * (j - row0) * stride + (i - k0) of base -- a whole row (k0 = 0, stride =
+ * K), or a panel of one (kernels_blocked.h matmul_q). */
+typedef struct dec_rows {
+    const void *base;
+    size_t stride;
+    uint32_t row0, k0;
+} dec_rows;
+static inline __attribute__((always_inline)) size_t dec_at(const void *w, uint32_t n, uint32_t i) {
+    const dec_rows *d = w;
+    return (size_t)(n - d->row0) * d->stride + (i - d->k0);
+}
 /* A tile's decode prefetch (tile_span's PF; docs/ARCHITECTURE.md, "Stop 26"
  * and "Stop 37"): PF_ROWS: each row's line, into L1, at the current K
  * position R rows on (the following tile); PF_STREAM (the split tiles a

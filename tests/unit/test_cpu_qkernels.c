@@ -348,6 +348,55 @@ static void check_i8_long_k(const kipp_cpu_kernels *kern, int K, int NH) {
     free(act);
 }
 
+/* Many activation rows of long weight rows: the FP32 tiers' prefill takes
+ * rows whose whole K does not fit its decode buffer 32 at a time, a panel
+ * of K at a time, against 64 activation rows at a time (kernels_blocked.h
+ * q_panels; avx512bf16 from K = 6,145). MP = 150 rows are three groups
+ * (64, 64, 22) over K_LONG's three FP32 panels (3,072, 3,072, 2,080) and
+ * N = 45 weight rows (32 + 13): every output must be bitwise the one
+ * decode gives its row alone (M = 1), in the whole column range and in
+ * [3, 19) + [19, 45) (check_matmul holds decode to the double-precision
+ * sums, the one-hot read-back to the oracle's weights). */
+enum { MP = 150 };
+static void check_panels(const kipp_cpu_kernels *kern) {
+    const int K = K_LONG;
+    size_t stride = kern->act_bytes(K);
+    float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * N);
+    uint8_t *act = aligned_alloc(64, stride * MP);
+    static float ym[MP][N], yc[MP][N], y1[N];
+    float *pm[MP], *pc[MP], *p1[1] = {y1};
+    for (int r = 0; r < MP; r++) {
+        for (int i = 0; i < K; i++) x[i] = uni() * (1.0f + (float)(r % 7));
+        kern->pack_act(x, K, act + r * stride);
+        pm[r] = ym[r], pc[r] = yc[r];
+    }
+    for (int i = 0; i < K * N; i++) wf[i] = uni() + (i % 3 == 0 ? 0.5f : 0.0f);
+    const size_t blocks[3] = {sizeof(kipp_block_q8_0), sizeof(kipp_block_q4_0),
+                              sizeof(kipp_block_q4_1)};
+    void (*const quant[3])(const float *, size_t, void *) = {q8q, q40q, q41q};
+    for (int t = 0; t < 3; t++) {
+        uint8_t *wq = malloc(blocks[t] * (K / 32) * N);
+        quant[t](wf, (size_t)K * N, wq);
+        kipp_cpu_matmul_q_fn mm = pick(kern, t);
+        mm(wq, K, 0, N, act, stride, MP, pm);
+        mm(wq, K, 3, 19, act, stride, MP, pc);
+        mm(wq, K, 19, N, act, stride, MP, pc);
+        int off = 0;
+        for (int r = 0; r < MP; r++) {
+            mm(wq, K, 0, N, act + r * stride, stride, 1, p1);
+            for (int n = 0; n < N; n++)
+                off += memcmp(&y1[n], &ym[r][n], 4) != 0 ||
+                       (n >= 3 && memcmp(&y1[n], &yc[r][n], 4) != 0);
+        }
+        CHECKF(off == 0, "%s t=%d K=%d M=%d: %d outputs differ from decode's bits", kern->name,
+               t, K, MP, off);
+        free(wq);
+    }
+    free(x);
+    free(wf);
+    free(act);
+}
+
 /* Attention over a Q8_0 cache, per tier: 2 query heads on KV head 5 of 8,
  * 70 positions in 3 blocks placed by a scrambled table.
  *  (a) against a double-precision softmax over the decoded K/V;
@@ -481,6 +530,7 @@ int main(void) {
         if (!kern) continue;
         check_matmul(kern, K_SHORT);
         check_matmul(kern, K_LONG);
+        check_panels(kern);
         if (kern->act_i8) check_i8_long_k(kern, K_HUGE, 9), check_i8_long_k(kern, K_ONE_GROUP, 17);
         check_attention(kern, 0);
         check_attention(kern, 1);
