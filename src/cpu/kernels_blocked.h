@@ -164,7 +164,8 @@ block_rows(const void *w, int src, size_t row_bytes, uint32_t k, uint32_t kb, ui
      * spread over their chunks of about ceil(rows / MR) weight tiles each
      * (a short last block's 2- and 1-row tiles only finish it sooner) */
     uint32_t tiles = (m + MC - 1) / MC;
-    next_pf pf = next_pf_at(next, next_bytes, (size_t)tiles * ((ke - kb) / 32) * ((ne - nb + MR - 1) / MR));
+    next_pf pf =
+        next_pf_at(next, next_bytes, (size_t)tiles * ((ke - kb) / 32) * ((ne - nb + MR - 1) / MR));
 #define ROW_TILES(C)                                                                        \
     do {                                                                                    \
         vf(*ct)[MC] = carry + (size_t)i * tile_rows;                                        \
