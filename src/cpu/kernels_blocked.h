@@ -288,7 +288,8 @@ static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t
  * rows reads all the activations once, so fewer rows read them more
  * often per FLOP (rows / 2 FLOPs a byte): where fewer than
  * QDEC_PANEL_ROWS whole rows fit, q_panels decodes QDEC_PANEL_ROWS rows a
- * panel of K at a time instead (below). Measured on Zen 5, synthetic-0.6b, 512-token prefill:
+ * panel of K at a time instead (below). Measured on Zen 5, synthetic-0.6b,
+ * 512-token prefill:
  * avx512 Q4_0 216 -> 232 tok/s decoded once (stop 17); Q8_0, whose in-tile
  * decode is cheaper, lost then (234 -> 219) but wins since the K spans and
  * 4 x 4 tiles of stop 18 (interleaved pairs, stop 20: 247-248 -> 258-267
@@ -311,7 +312,9 @@ _Static_assert(QDEC_ROWS <= W_BLOCK, "block_rows carries at most W_BLOCK rows");
  * QDEC_GROUP times; a Q8_0 block's decode is ~7 operations against the
  * group's 2 x 64 FMAs per row), while the activations are read once per
  * QDEC_PANEL_ROWS weight rows, not once per 10 (K = 9,728) or 3 (K =
- * 25,600, Qwen3-32B). */
+ * 25,600, Qwen3-32B). A panel's rows are 32 strided runs of bytes, read
+ * as they are decoded: no next_pf here (whether one pays is not
+ * measured). */
 enum {
     QDEC_PANEL_ROWS = 32,
     QDEC_PANEL_K = QDEC_BYTES / (QDEC_PANEL_ROWS * sizeof(QDEC_T)) / K_SPAN * K_SPAN,
