@@ -4,10 +4,10 @@
 # The source is the git bundle that node-llama-cpp ships
 # (node_modules/node-llama-cpp/llama/gitRelease.bundle: the llama.cpp release
 # node-llama-cpp was built from). It is cloned and built OUTSIDE this repo, in
-# a cache folder keyed by the bundle's commit and the CPU model, so a rerun on
-# the same machine is instant and a different CPU gets its own build
-# (GGML_NATIVE=ON compiles for the build machine's ISA). Nothing of llama.cpp
-# is ever committed here.
+# a cache folder keyed by the bundle's commit, the CPU model and its flags,
+# so a rerun on the same machine is instant and a different CPU gets its own
+# build (GGML_NATIVE=ON compiles for the build machine's ISA). Nothing of
+# llama.cpp is ever committed here.
 #
 #   sh bench/build_llama_native.sh            # prints the bin/ folder
 #   LLAMA_NATIVE_CACHE=/path sh bench/...     # cache root (default /work/cache
@@ -36,7 +36,12 @@ commit=$(git bundle list-heads "$bundle" | head -n 1 | cut -c1-12)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]/_/g')
 fam=$(grep -m1 '^cpu family' /proc/cpuinfo | sed 's/.*: //')
 mdl=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | sed 's/.*: //')
-cpu=${cpu}_f${fam:-x}m${mdl:-x}
+# Nor do family and model: the same Xeon model has come with AVX512_BF16
+# passed through by its hypervisor and without it, and a build for the
+# first would fault on the second. Key on a checksum of the flags too.
+flags=$(grep -m1 '^flags' /proc/cpuinfo | sed 's/.*: //' | tr ' ' '\n' | sort | tr '\n' ' ')
+fsum=$(printf '%s' "$flags" | cksum | cut -d' ' -f1)
+cpu=${cpu}_f${fam:-x}m${mdl:-x}_$fsum
 isa=${LLAMA_ISA:-native}
 case $isa in
 native) dir=$root/llama-native-$commit-$cpu
