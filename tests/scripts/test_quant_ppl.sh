@@ -28,13 +28,14 @@
 #      is never the opt-in avx512bf16) vs the oracle, same stream and
 #      windows: |mean nll difference| <= 5e-5 (measured 3.8e-6 avx512,
 #      3.4e-6 avx2, 4.4e-6 generic on 2026-12-01). Where the processor has
-#      AVX512_BF16 and KIPP_CPU_ISA is unset (or is avx512bf16), (f) and (g)
+#      AVX512_BF16 and KIPP_CPU_ISA is unset (or avx512bf16, amx), (f) and (g)
 #      also run KIPP_CPU_ISA=avx512bf16: it rounds matmul activations to
 #      BF16 and measures 0.051 (this random-weight model's nll is ~70 a
 #      token, so that is 7e-4 relative), so its own bounds are 10x measured
-#      (0.5 here, 1e-2 in (g)). With KIPP_CPU_ISA=avx512bf16 the tight pass
-#      runs avx512 (the FP32 tier, same attention code), so the
-#      block-index mutation below is still caught at every setting.
+#      (0.5 here, 1e-2 in (g)). With KIPP_CPU_ISA=avx512bf16 or amx the
+#      tight passes, (h)'s too, run avx512 (the FP32 tier, same attention
+#      code), so the block-index mutation below is still caught at every
+#      setting.
 #  (g) the same with --ctx 64: one window across the 32-position KV block
 #      boundary (windows of 30 never cross one, so a wrong block index in
 #      the cpu attention passed (f)): |mean nll difference| <= 3e-5
@@ -87,9 +88,11 @@ bf16=no missing=
 for f in avx512f avx512bw avx512vl avx512dq avx512_bf16; do has $f || missing="$missing $f"; done
 why="this processor lacks${missing}; the tier needs AVX-512 F, BW, VL, DQ and AVX512_BF16"
 if [ -z "$missing" ]; then
-    case "$exact" in "" | auto | avx512bf16) bf16=yes ;; *) why="KIPP_CPU_ISA=$exact runs as a machine without it" ;; esac
+    case "$exact" in "" | auto | avx512bf16 | amx) bf16=yes ;; *) why="KIPP_CPU_ISA=$exact runs as a machine without it" ;; esac
 fi
-[ "$exact" = avx512bf16 ] && exact=avx512
+# The opt-in BF16-activation tiers are not exact: the tight passes run the
+# FP32 tier of the same processor instead (amx needs AVX-512 too).
+case "$exact" in avx512bf16 | amx) exact=avx512 ;; esac
 echo "cpu tiers: exact ${exact:-auto} (KIPP_CPU_ISA=${KIPP_CPU_ISA:-unset}), opt-in avx512bf16: $bf16"
 cpu_ppl() { # tier ctx out
     KIPP_CPU_ISA=$1 "$KIPP" ppl -m "$M" --backend cpu --tokens-file "$tmp/toks.txt" --ctx "$2" --json > "$3" || fail=1
@@ -115,8 +118,10 @@ fi
 echo "kipp q8_0 KV:   $(cat "$tmp/q.json")"
 # (h) the Q8_0 output head, oracle and cpu.
 "$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --head q8_0 --json > "$tmp/h.json" || fail=1
-"$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --head q8_0 --backend cpu --threads 2 \
-    --json > "$tmp/hcpu.json" || fail=1
+# The cpu run at the exact tier in force, as (f): KIPP_CPU_ISA=avx512bf16
+# (make test-tiers) would put it ~0.05 from the oracle, past 5e-5.
+KIPP_CPU_ISA=$exact "$KIPP" ppl -m "$M" --tokens-file "$tmp/toks.txt" --ctx $CTX --head q8_0 \
+    --backend cpu --threads 2 --json > "$tmp/hcpu.json" || fail=1
 echo "q8_0 head:      $(cat "$tmp/h.json")"
 echo "q8_0 head, cpu: $(cat "$tmp/hcpu.json")"
 
