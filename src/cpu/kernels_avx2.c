@@ -189,7 +189,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
                 if (src == SRC_DEC) {
-                    wv[r] = _mm256_load_ps((const float *)((const dec_rows *)w)->base + dec_at(w, n + r, i));
+                    wv[r] = _mm256_load_ps(dec_ptr(w, n + r, i, sizeof(float)));
                 } else {
                     const uint16_t *wr = (const uint16_t *)w + (size_t)(n + r * rs) * k + i;
                     if (row_pf(PF) && i % 32 == 0) /* one 64-byte line per 32 values */

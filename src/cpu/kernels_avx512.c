@@ -242,7 +242,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (src == SRC_DEC) {
-                const float *wr = (const float *)((const dec_rows *)w)->base + dec_at(w, n + r, i);
+                const float *wr = dec_ptr(w, n + r, i, sizeof(float));
                 we[r] = _mm512_load_ps(wr);
                 wo[r] = _mm512_load_ps(wr + 16);
             } else if (src == SRC_BF16) {

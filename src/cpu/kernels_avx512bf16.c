@@ -135,8 +135,8 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * weight row n + r * rs (rs = 1 but in a split decode tile), by src: a
  * BF16 row of w; a quantized row (row_bytes apart), each block decoded by
  * qweights; or BF16 row n + r of the rows w (a dec_rows) says where (rows
- * the prefill decoded once; never split). Per output: acc = 0; one vdpbf16ps per 32-value
- * chunk in K order; the fold tree -- whatever R, C, the source, the span
+ * the prefill decoded once; never split). Per output: acc = 0; one
+ * vdpbf16ps per 32-value chunk in K order; the fold tree -- whatever R, C, the source, the span
  * cut and the neighbours. PF (decode): each row's line is prefetched R
  * rows ahead, the next tile's (split tiles: along the row's stream), as
  * the FP32 tiers do. */
@@ -165,7 +165,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
                 if (row_pf(PF))
                     _mm_prefetch((const char *)(wr + row_pf_ahead(R, C, k, PF)), _MM_HINT_T0);
             } else if (src == SRC_DEC) { /* decoded rows: BF16 on this tier */
-                wv[r] = load_bh((const uint16_t *)((const dec_rows *)w)->base + dec_at(w, n + r, i));
+                wv[r] = load_bh(dec_ptr(w, n + r, i, sizeof(uint16_t)));
             } else {
                 wv[r] = qweights(src, qtile_block(&qt, r), 0);
             }

@@ -99,9 +99,12 @@ typedef struct dec_rows {
     size_t stride;
     uint32_t row0, k0;
 } dec_rows;
-static inline __attribute__((always_inline)) size_t dec_at(const void *w, uint32_t n, uint32_t i) {
+/* The address of row n's value i among the rows w (a dec_rows) describes,
+ * values elem bytes wide (FP32, or BF16 on avx512bf16). */
+static inline __attribute__((always_inline)) const void *dec_ptr(const void *w, uint32_t n,
+                                                                 uint32_t i, size_t elem) {
     const dec_rows *d = w;
-    return (size_t)(n - d->row0) * d->stride + (i - d->k0);
+    return (const char *)d->base + ((size_t)(n - d->row0) * d->stride + (i - d->k0)) * elem;
 }
 /* A tile's decode prefetch (tile_span's PF; docs/ARCHITECTURE.md, "Stop 26"
  * and "Stop 37"): PF_ROWS: each row's line, into L1, at the current K
