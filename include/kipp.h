@@ -215,6 +215,9 @@ typedef struct kipp_model_options {
      * head is ~40 % of a Q8_0 model's bytes per token and more of a Q4
      * one's; docs/ARCHITECTURE.md "Quantized output head" gives its cost. */
     kipp_head_quant head_quant;
+    /* Nonzero: the cpu backend times each step of the forward pass
+     * (kipp_model_profile below); 0 = off (no clock reads). */
+    int profile;
 } kipp_model_options;
 
 KIPP_API int kipp_model_open(const char *path, const kipp_model_options *options,
@@ -227,6 +230,25 @@ KIPP_API const char *kipp_model_head_quant(const kipp_model *model);
 KIPP_API const char *kipp_backend_name(kipp_backend_kind kind);
 /* NULL for base entries. */
 KIPP_API const char *kipp_model_chat_template(const kipp_model *model);
+
+/* Where the evaluations' time went, per step of the forward pass, summed
+ * since the model was opened with options.profile set (the cpu backend;
+ * others keep none). seconds is wall time: the pool's threads work on a
+ * step together, so a step's share of the time is seconds / total. flops
+ * counts 2 per multiply-add of the step's matmuls or attention (0 for
+ * steps that have none), so flops / seconds is its rate on all threads. */
+typedef struct kipp_profile_step {
+    const char *name; /* static: "embed", "norm", "qkv", "qk_rope_store",
+                         "attention", "attn_output", "gate_up", "down", "head" */
+    uint64_t calls;
+    double seconds;
+    double flops;
+} kipp_profile_step;
+#define KIPP_PROFILE_STEPS 9
+/* Copies up to cap steps (in forward-pass order) into out and returns how
+ * many the model has: KIPP_PROFILE_STEPS when profiling, else 0. Safe
+ * beside a running kipp_eval (it waits for the evaluation to finish). */
+KIPP_API size_t kipp_model_profile(const kipp_model *model, kipp_profile_step *out, size_t cap);
 
 /* ---- tokenizer -------------------------------------------------------- */
 

@@ -57,6 +57,8 @@ typedef struct kipp_backend_ops {
     /* The backend reads and writes a Q8_0 KV cache (kv->quant ==
      * KIPP_KV_Q8_0); sessions asking for one are refused otherwise. */
     bool kv_q8_0;
+    /* kipp_model_profile (may be NULL: the backend keeps no profile). */
+    size_t (*profile)(void *model_state, kipp_profile_step *out, size_t cap);
 } kipp_backend_ops;
 
 /* Each backend's table, defined in its own directory; only src/backends.c

@@ -73,12 +73,43 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: kipp bench -m FILE [--backend cpu|ref] [-t|--threads N] [--prompt-tokens P]\n"
             "                  [--decode D] [--reps R] [--kv-quant bf16|q8_0]\n"
-            "                  [--head bf16|q8_0] [--json]\n"
+            "                  [--head bf16|q8_0] [--profile] [--json]\n"
             "Prefill tokens/s for a P-token prompt (one eval call) and decode tokens/s over D\n"
             "tokens after it (so decode runs at P..P+D tokens of context); medians of R\n"
             "repetitions after a warm-up. Defaults: cpu, threads 0 = one per online core,\n"
             "P 512, D 64, R 3, KV cache bf16, output head as stored (bf16; q8_0: a Q8_0 copy\n"
-            "made at load). --json prints one JSON object.\n");
+            "made at load). --json prints one JSON object. --profile (cpu backend) adds where\n"
+            "the timed repetitions' time went, per step of the forward pass: calls, seconds,\n"
+            "share of the timed time and GFLOPS (docs/BENCHMARKS.md, \"Profiles\").\n");
+}
+
+/* --profile: the steps' totals over the timed repetitions (the profile
+ * after them less the one after the warm-up), printed as a table or as
+ * the JSON record's "profile" array; `timed` is the repetitions' time, and
+ * "other" is what no step holds (sessions, sampling, the API's checks). */
+static void print_profile(const kipp_profile_step *before, const kipp_profile_step *after,
+                          size_t n, double timed, int json) {
+    double in_steps = 0;
+    if (json) printf(",\"profile\":[");
+    else printf("profile    %-14s %8s %10s %7s %9s\n", "step", "calls", "seconds", "share", "GFLOPS");
+    for (size_t i = 0; i < n; i++) {
+        double sec = after[i].seconds - before[i].seconds, fl = after[i].flops - before[i].flops;
+        unsigned long long calls = (unsigned long long)(after[i].calls - before[i].calls);
+        double gflops = sec > 0 ? fl / sec * 1e-9 : 0;
+        in_steps += sec;
+        if (json)
+            printf("%s{\"step\":\"%s\",\"calls\":%llu,\"seconds\":%.6f,\"flops\":%.0f,"
+                   "\"gflops\":%.3f}", i ? "," : "", after[i].name, calls, sec, fl, gflops);
+        else
+            printf("           %-14s %8llu %10.4f %6.1f%% %9.1f\n", after[i].name, calls, sec,
+                   100 * sec / timed, gflops);
+    }
+    if (json)
+        printf("],\"profile_timed_seconds\":%.6f,\"profile_other_seconds\":%.6f", timed,
+               timed - in_steps);
+    else
+        printf("           %-14s %8s %10.4f %6.1f%%\n", "other", "", timed - in_steps,
+               100 * (timed - in_steps) / timed);
 }
 
 static double now(void) {
@@ -141,7 +172,7 @@ static int run_once(kipp_model *m, kipp_kv_quant kvq, const int32_t *prompt, int
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     kipp_backend_kind backend = KIPP_BACKEND_CPU;
-    int threads = 0, n_prompt = 512, n_decode = 64, reps = 3, json = 0;
+    int threads = 0, n_prompt = 512, n_decode = 64, reps = 3, json = 0, profile = 0;
     kipp_kv_quant kvq = KIPP_KV_BF16;
     kipp_head_quant head = KIPP_HEAD_AS_STORED;
     for (int i = 1; i < argc; i++) {
@@ -152,6 +183,8 @@ int cmd_bench(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (!v) {
             fprintf(stderr, "kipp bench: %s needs a value (or is unknown)\n", a);
             return 2;
@@ -201,7 +234,8 @@ int cmd_bench(int argc, char **argv) {
 
     kipp_error err = {0};
     kipp_model *m = NULL;
-    kipp_model_options mo = {.backend = backend, .threads = threads, .head_quant = head};
+    kipp_model_options mo = {.backend = backend, .threads = threads, .head_quant = head,
+                             .profile = profile};
     if (!cli_cpu_isa_from_env("bench", &mo)) return 2;
     if (kipp_model_open(path, &mo, &m, &err)) {
         fprintf(stderr, "kipp bench: %s\n", err.message);
@@ -235,6 +269,16 @@ int cmd_bench(int argc, char **argv) {
     /* warm-up: the whole prompt and every decode step, so that the KV
      * pages the timed repetitions write are first touched here (above) */
     int rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[0], &td[0], &err);
+    kipp_profile_step prof0[KIPP_PROFILE_STEPS], prof1[KIPP_PROFILE_STEPS];
+    size_t n_prof = kipp_model_profile(m, prof0, KIPP_PROFILE_STEPS);
+    if (profile && !n_prof) {
+        fprintf(stderr, "kipp bench: --profile: the %s backend keeps no profile\n",
+                kipp_backend_name(backend));
+        free(prompt);
+        free(logits);
+        kipp_model_close(m);
+        return 2;
+    }
     for (int r = 0; r < reps && !rc; r++) {
         rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
         pre_tps[r] = n_prompt / tp[r];
@@ -250,6 +294,9 @@ int cmd_bench(int argc, char **argv) {
         kipp_model_close(m);
         return 1;
     }
+    double timed = 0;
+    for (int r = 0; r < reps; r++) timed += tp[r] + td[r];
+    kipp_model_profile(m, prof1, KIPP_PROFILE_STEPS);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mib = (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
@@ -272,7 +319,9 @@ int cmd_bench(int argc, char **argv) {
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", pre_tps[r]);
         printf("],\"decode_tps_runs\":[");
         for (int r = 0; r < reps; r++) printf("%s%.3f", r ? "," : "", dec_tps[r]);
-        printf("]}\n");
+        printf("]");
+        if (n_prof) print_profile(prof0, prof1, n_prof, timed, 1);
+        printf("}\n");
     } else {
         printf("model      %s (%s, %s)%s\n", path, c->id, kipp_model_quant_scheme(m),
                c->synthetic ? "  [synthetic: random weights]" : "");
@@ -288,6 +337,7 @@ int cmd_bench(int argc, char **argv) {
         if (map_kib > 0)
             printf("weights    %.0f of %.0f MiB mapped with 2 MiB pages\n", pmd_kib / 1024.0,
                    map_kib / 1024.0);
+        if (n_prof) print_profile(prof0, prof1, n_prof, timed, 0);
     }
     free(prompt);
     free(logits);

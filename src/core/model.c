@@ -155,6 +155,11 @@ const char *kipp_model_head_quant(const kipp_model *m) {
     return m ? kipp_head_quant_name(m->head_quant) : NULL;
 }
 
+size_t kipp_model_profile(const kipp_model *m, kipp_profile_step *out, size_t cap) {
+    if (!m || !m->backend || !m->backend->profile) return 0;
+    return m->backend->profile(m->backend_state, out, cap);
+}
+
 const char *kipp_model_chat_template(const kipp_model *m) {
     return m ? m->artifact.chat_template : NULL;
 }

@@ -64,6 +64,16 @@ _Static_assert(ATT_PAIRS >= KIPP_CPU_MAX_GROUP, "an attention unit holds at leas
 _Static_assert(KIPP_CPU_K_ALIGN % COL_GRAIN == 0,
                "a K-aligned hidden size is whole COL_GRAIN grains (add_grains)");
 
+/* The steps kipp_model_profile reports, in forward-pass order. */
+enum prof_step {
+    PROF_EMBED, PROF_NORM, PROF_QKV, PROF_QK_ROPE_STORE, PROF_ATTENTION, PROF_ATTN_OUTPUT,
+    PROF_GATE_UP, PROF_DOWN, PROF_HEAD, PROF_STEPS
+};
+_Static_assert(PROF_STEPS == KIPP_PROFILE_STEPS, "kipp.h names every profiled step");
+static const char *const prof_names[PROF_STEPS] = {
+    "embed", "norm", "qkv", "qk_rope_store", "attention", "attn_output", "gate_up", "down", "head",
+};
+
 typedef struct cpu_model {
     const kipp_checkpoint *ckpt;
     const kipp_weights *w;
@@ -120,6 +130,14 @@ typedef struct cpu_model {
      * logit_src[i] (logit_sources). */
     uint8_t logit_src[MAX_ROWS];
     uint32_t layer;
+
+    /* kipp_model_options.profile: each step's calls, wall time and FLOPs
+     * since open (written by the evaluating thread, under lock). */
+    bool profile;
+    struct {
+        uint64_t calls;
+        double seconds, flops;
+    } prof[PROF_STEPS];
 } cpu_model;
 
 /* ---- creation --------------------------------------------------------- */
@@ -206,6 +224,7 @@ static int cpu_model_create(const kipp_artifact *a, const kipp_model_options *op
     m->ckpt = c;
     m->w = w;
     m->kern = kern;
+    m->profile = options && options->profile;
     m->H = c->hidden;
     m->A = c->heads * KIPP_HEAD_DIM;
     m->F = c->ffn;
@@ -608,12 +627,57 @@ static uint32_t task_units(const cpu_model *m, uint32_t tasks) {
     return units;
 }
 
+/* ---- the profile (kipp_model_profile) ----------------------------------- */
+
+static void prof_add(cpu_model *m, enum prof_step s, double t0, double flops) {
+    m->prof[s].calls++;
+    m->prof[s].seconds += kipp_now_seconds() - t0;
+    m->prof[s].flops += flops;
+}
+
+/* Runs a region and, when profiling, adds its wall time and `flops` (2
+ * per multiply-add of its matmuls) to step s. */
+static void run_step(cpu_model *m, enum prof_step s, double flops, kipp_pool_fn fn, region *g,
+                     uint32_t units) {
+    if (!m->profile) {
+        kipp_pool_run(m->pool, fn, g, units);
+        return;
+    }
+    double t0 = kipp_now_seconds();
+    kipp_pool_run(m->pool, fn, g, units);
+    prof_add(m, s, t0, flops);
+}
+
+/* Attention's FLOPs over the planned runs: every query head of a row at
+ * position p scores and sums p + 1 positions, 2 x 128 multiply-adds each. */
+static double att_flops(const cpu_model *m) {
+    double positions = 0;
+    for (uint32_t i = 0; i < m->n_att_runs; i++) {
+        double n = m->att_run_len[i], pos0 = m->row_pos[m->att_run_first[i]];
+        positions += n * pos0 + n * (n + 1) / 2;
+    }
+    return 4.0 * m->A * positions;
+}
+
+static size_t cpu_profile(void *state, kipp_profile_step *out, size_t cap) {
+    cpu_model *m = state;
+    if (!m->profile) return 0;
+    pthread_mutex_lock(&m->lock); /* not while an eval adds to it */
+    for (size_t i = 0; i < PROF_STEPS && i < cap; i++)
+        out[i] = (kipp_profile_step){prof_names[i], m->prof[i].calls, m->prof[i].seconds,
+                                     m->prof[i].flops};
+    pthread_mutex_unlock(&m->lock);
+    return PROF_STEPS;
+}
+
 /* ---- the forward pass over one chunk of rows --------------------------- */
 
 static void forward_chunk(cpu_model *m, float *const *logits) {
     const kipp_weights *w = m->w;
     uint32_t R = m->n_rows;
     region g = {.m = m, .n_rows = R, .q_rows = R};
+    const double H = m->H, A = m->A, F = m->F, KV = KIPP_KV_ROW; /* FLOP counts */
+    double t_embed = m->profile ? kipp_now_seconds() : 0;
 
     plan_att_runs(m, R);
 
@@ -633,6 +697,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
             cs[HALF_DIM + i] = (float)sin(angle);
         }
     }
+    if (m->profile) prof_add(m, PROF_EMBED, t_embed, 0);
 
     for (uint32_t l = 0; l < m->ckpt->layers; l++) {
         const kipp_layer_weights *L = &w->layers[l];
@@ -641,7 +706,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
 
         /* Attention block: xn = RMSNorm(x); q, k, v projections. */
         g.norm = L->attn_norm.data;
-        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
+        run_step(m, PROF_NORM, 0, region_norm_pack, &g, task_units(m, R));
         /* The last layer goes on with the rows that want logits only:
          * every row of a prompt but its last needs nothing past its K/V.
          * Their queries alone are projected (logit_queries); after region
@@ -656,28 +721,31 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
             nl = logit_sources(m, R, logits);
             logit_queries(m, &g, nl);
         }
-        kipp_pool_run(m->pool, region_qkv, &g, m->cols_qkv.n);
+        run_step(m, PROF_QKV, 2 * H * (g.q_rows * A + R * 2 * KV), region_qkv, &g,
+                 m->cols_qkv.n);
         /* Per-head RMSNorm of Q and K, then RoPE; store K and V (BF16). */
-        kipp_pool_run(m->pool, region_qk_rope_store, &g, task_units(m, R * KIPP_KV_HEADS));
+        run_step(m, PROF_QK_ROPE_STORE, 0, region_qk_rope_store, &g,
+                 task_units(m, R * KIPP_KV_HEADS));
         if (last) {
             gather_logit_rows(m, nl);
             R = g.n_rows = g.q_rows = nl;
             if (R == 0) break;
         }
         /* Causal grouped-query attention over the paged cache. */
-        kipp_pool_run(m->pool, region_attention, &g, m->n_att_runs * KIPP_KV_HEADS);
+        run_step(m, PROF_ATTENTION, m->profile ? att_flops(m) : 0, region_attention, &g,
+                 m->n_att_runs * KIPP_KV_HEADS);
         /* Output projection (heads*128 -> hidden) plus residual. */
         g.out_w = &L->attn_output;
         g.out_buf = 0;
-        kipp_pool_run(m->pool, region_out_residual, &g, m->cols_h.n);
+        run_step(m, PROF_ATTN_OUTPUT, 2 * A * H * R, region_out_residual, &g, m->cols_h.n);
 
         /* MLP block: x += down(SiLU(gate(xn)) * up(xn)), xn = RMSNorm(x). */
         g.norm = L->ffn_norm.data;
-        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
-        kipp_pool_run(m->pool, region_gate_up, &g, m->cols_f.n);
+        run_step(m, PROF_NORM, 0, region_norm_pack, &g, task_units(m, R));
+        run_step(m, PROF_GATE_UP, 2 * H * 2 * F * R, region_gate_up, &g, m->cols_f.n);
         g.out_w = &L->ffn_down;
         g.out_buf = 1;
-        kipp_pool_run(m->pool, region_out_residual, &g, m->cols_h.n);
+        run_step(m, PROF_DOWN, 2 * F * H * R, region_out_residual, &g, m->cols_h.n);
     }
 
     /* Final RMSNorm and output head for the rows that want logits: rows
@@ -686,8 +754,9 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
         g.norm = w->output_norm.data;
         g.n_rows = R;
         g.logit_rows = R;
-        kipp_pool_run(m->pool, region_norm_pack, &g, task_units(m, R));
-        kipp_pool_run(m->pool, region_logits, &g, m->cols_vocab.n);
+        run_step(m, PROF_NORM, 0, region_norm_pack, &g, task_units(m, R));
+        run_step(m, PROF_HEAD, 2 * H * KIPP_VOCAB_SIZE * R, region_logits, &g,
+                 m->cols_vocab.n);
     }
 }
 
@@ -732,4 +801,5 @@ const kipp_backend_ops kipp_backend_cpu = {
     .kv_create = cpu_kv_create,
     .kv_copy = cpu_kv_copy,
     .kv_q8_0 = true,
+    .profile = cpu_profile,
 };

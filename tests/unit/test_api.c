@@ -66,6 +66,46 @@ static void check_head_names(void) {
     CHECK(kipp_head_quant_parse(NULL, &h, NULL) == KIPP_E_ARGUMENT);
 }
 
+/* options.profile: the cpu backend counts each step of one 3-token eval
+ * (2 layers: 2 qkv calls, 5 norms, one head) and its matmul FLOPs; the ref
+ * backend keeps none. Wall times and FLOPs of the steps the bench reads
+ * are checked in tests/scripts/test_bench_profile.sh. */
+static void check_profile(const char *path) {
+    kipp_model *m = NULL;
+    kipp_error err = {0};
+    kipp_model_options o = {.backend = KIPP_BACKEND_CPU, .threads = 2, .profile = 1};
+    CHECKF(kipp_model_open(path, &o, &m, &err) == KIPP_OK, "%s", err.message);
+    if (!m) return;
+    kipp_profile_step p[KIPP_PROFILE_STEPS + 1];
+    CHECK(kipp_model_profile(m, p, KIPP_PROFILE_STEPS + 1) == KIPP_PROFILE_STEPS);
+    CHECK(strcmp(p[0].name, "embed") == 0 && strcmp(p[8].name, "head") == 0);
+    CHECK(p[2].calls == 0 && p[2].flops == 0);
+    CHECK(kipp_model_profile(m, NULL, 0) == KIPP_PROFILE_STEPS); /* the count alone */
+    kipp_session *s = NULL;
+    CHECKF(kipp_session_create(m, NULL, &s, &err) == KIPP_OK, "%s", err.message);
+    static float logits[KIPP_VOCAB_SIZE];
+    const int32_t toks[3] = {9707, 11, 1879};
+    kipp_eval_item it = {s, toks, 3, 1, logits};
+    CHECKF(kipp_eval(m, &it, 1, &err) == KIPP_OK, "%s", err.message);
+    CHECK(kipp_model_profile(m, p, KIPP_PROFILE_STEPS) == KIPP_PROFILE_STEPS);
+    const kipp_checkpoint *c = kipp_model_checkpoint(m);
+    double H = c->hidden, V = KIPP_VOCAB_SIZE;
+    CHECK(strcmp(p[2].name, "qkv") == 0 && p[2].calls == c->layers);
+    CHECK(strcmp(p[1].name, "norm") == 0 && p[1].calls == 2 * c->layers + 1);
+    CHECKF(p[8].calls == 1 && p[8].flops == 2 * H * V, "head: %llu calls, %.0f flops",
+           (unsigned long long)p[8].calls, p[8].flops);
+    for (int i = 0; i < KIPP_PROFILE_STEPS; i++)
+        CHECKF(p[i].seconds >= 0 && p[i].calls >= 1, "%s: %llu calls, %g s", p[i].name,
+               (unsigned long long)p[i].calls, p[i].seconds);
+    kipp_session_destroy(s);
+    kipp_model_close(m);
+
+    kipp_model_options r = {.backend = KIPP_BACKEND_REF, .profile = 1};
+    CHECKF(kipp_model_open(path, &r, &m, &err) == KIPP_OK, "%s", err.message);
+    CHECK(m && kipp_model_profile(m, p, KIPP_PROFILE_STEPS) == 0);
+    kipp_model_close(m);
+}
+
 static void check_open(const char *path) {
     kipp_model *m = NULL;
     kipp_error err = {0};
@@ -108,7 +148,11 @@ static void check_open(const char *path) {
     /* The portable tier runs everywhere. */
     o.cpu_isa = KIPP_CPU_ISA_GENERIC;
     CHECKF(kipp_model_open(path, &o, &m, &err) == KIPP_OK, "generic tier: %s", err.message);
+    kipp_profile_step prof[KIPP_PROFILE_STEPS];
+    CHECK(m && kipp_model_profile(m, prof, KIPP_PROFILE_STEPS) == 0); /* not asked for */
     kipp_model_close(m);
+    CHECK(kipp_model_profile(NULL, prof, KIPP_PROFILE_STEPS) == 0);
+    check_profile(path);
 
     /* A kind with no row in the backend table. */
     kipp_model_options cuda = {.backend = KIPP_BACKEND_CUDA};
