@@ -248,6 +248,12 @@ int cmd_bench(int argc, char **argv) {
         kipp_model_close(m);
         return 2;
     }
+    if (profile && !kipp_model_profile(m, NULL, 0)) { /* said before the warm-up runs */
+        fprintf(stderr, "kipp bench: --profile: the %s backend keeps no profile\n",
+                kipp_backend_name(backend));
+        kipp_model_close(m);
+        return 2;
+    }
     int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
     float *logits = malloc((size_t)KIPP_VOCAB_SIZE * sizeof *logits);
     if (!prompt || !logits) {
@@ -271,14 +277,6 @@ int cmd_bench(int argc, char **argv) {
     int rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[0], &td[0], &err);
     kipp_profile_step prof0[KIPP_PROFILE_STEPS], prof1[KIPP_PROFILE_STEPS];
     size_t n_prof = kipp_model_profile(m, prof0, KIPP_PROFILE_STEPS);
-    if (profile && !n_prof) {
-        fprintf(stderr, "kipp bench: --profile: the %s backend keeps no profile\n",
-                kipp_backend_name(backend));
-        free(prompt);
-        free(logits);
-        kipp_model_close(m);
-        return 2;
-    }
     for (int r = 0; r < reps && !rc; r++) {
         rc = run_once(m, kvq, prompt, n_prompt, n_decode, logits, &tp[r], &td[r], &err);
         pre_tps[r] = n_prompt / tp[r];
