@@ -245,8 +245,9 @@ typedef struct kipp_profile_step {
     double flops;
 } kipp_profile_step;
 #define KIPP_PROFILE_STEPS 9
-/* Copies up to cap steps (in forward-pass order) into out and returns how
- * many the model has: KIPP_PROFILE_STEPS when profiling, else 0. Safe
+/* Copies up to cap steps (in forward-pass order) into out (none when out
+ * is NULL) and returns how many the model has: KIPP_PROFILE_STEPS when
+ * profiling, else 0. Safe
  * beside a running kipp_eval (it waits for the evaluation to finish). */
 KIPP_API size_t kipp_model_profile(const kipp_model *model, kipp_profile_step *out, size_t cap);
 

@@ -80,7 +80,7 @@ static void usage(FILE *out) {
             "P 512, D 64, R 3, KV cache bf16, output head as stored (bf16; q8_0: a Q8_0 copy\n"
             "made at load). --json prints one JSON object. --profile (cpu backend) adds where\n"
             "the timed repetitions' time went, per step of the forward pass: calls, seconds,\n"
-            "share of the timed time and GFLOPS (docs/BENCHMARKS.md, \"Profiles\").\n");
+            "share of the timed time and GFLOPS (docs/BENCHMARKS.md, \"Stop 63\").\n");
 }
 
 /* --profile: the steps' totals over the timed repetitions (the profile

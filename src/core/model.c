@@ -157,6 +157,7 @@ const char *kipp_model_head_quant(const kipp_model *m) {
 
 size_t kipp_model_profile(const kipp_model *m, kipp_profile_step *out, size_t cap) {
     if (!m || !m->backend || !m->backend->profile) return 0;
+    if (!out) cap = 0; /* the count alone */
     return m->backend->profile(m->backend_state, out, cap);
 }
 

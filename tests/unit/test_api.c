@@ -81,6 +81,7 @@ static void check_profile(const char *path) {
     CHECK(strcmp(p[0].name, "embed") == 0 && strcmp(p[8].name, "head") == 0);
     CHECK(p[2].calls == 0 && p[2].flops == 0);
     CHECK(kipp_model_profile(m, NULL, 0) == KIPP_PROFILE_STEPS); /* the count alone */
+    CHECK(kipp_model_profile(m, NULL, 5) == KIPP_PROFILE_STEPS); /* NULL out: nothing copied */
     kipp_session *s = NULL;
     CHECKF(kipp_session_create(m, NULL, &s, &err) == KIPP_OK, "%s", err.message);
     static float logits[KIPP_VOCAB_SIZE];
