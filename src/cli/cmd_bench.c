@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -112,12 +111,6 @@ static void print_profile(const kipp_profile_step *before, const kipp_profile_st
                100 * (timed - in_steps) / timed);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -153,16 +146,16 @@ static int run_once(kipp_model *m, kipp_kv_quant kvq, const int32_t *prompt, int
     kipp_session_options so = {.capacity = (uint32_t)(n_prompt + n_decode + 1), .kv_quant = kvq};
     int rc = kipp_session_create(m, &so, &s, err);
     if (rc) return rc;
-    double t0 = now();
+    double t0 = kipp_now_seconds();
     kipp_eval_item it = {s, prompt, (uint32_t)n_prompt, 1, logits};
     rc = kipp_eval(m, &it, 1, err);
-    double t1 = now();
+    double t1 = kipp_now_seconds();
     for (int d = 0; d < n_decode && !rc; d++) {
         int32_t tok = argmax(logits);
         kipp_eval_item step = {s, &tok, 1, 1, logits};
         rc = kipp_eval(m, &step, 1, err);
     }
-    double t2 = now();
+    double t2 = kipp_now_seconds();
     kipp_session_destroy(s);
     *t_prefill = t1 - t0;
     *t_decode = t2 - t1;

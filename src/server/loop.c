@@ -76,6 +76,7 @@
 #include "server/http.h"
 #include "server/parse_worker.h"
 #include "server/scheduler.h"
+#include "core/common.h"
 
 #define MAX_CONNECTIONS 64           /* request slots */
 #define RESERVE_CONNECTIONS 8        /* health/metrics slots, used when the others are full */
@@ -174,12 +175,6 @@ struct server {
     uint64_t evictions; /* idle connections closed to make room */
     uint64_t timeouts[T_N];
 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- output ---------------------------------------------------------------- */
 
@@ -319,7 +314,7 @@ static void end_job(conn *c) {
     api_response_ctx_free(&c->ctx);
     free_job_buffers(c);
     if (c->state == C_WAITING) c->state = c->keep_alive ? C_READING : C_CLOSING;
-    c->last_activity = now();
+    c->last_activity = kipp_now_seconds();
 }
 
 static void ev_job_done(void *owner, const sched_job_stats *st) {
@@ -769,11 +764,11 @@ static void process_input(conn *c) {
     server *s = c->srv;
     size_t off = 0;
     int served = 0;
-    double start = now();
+    double start = kipp_now_seconds();
     while (c->state == C_READING && off < c->in_len) {
         if (off == 0 && c->in_len == c->parsed_len) break; /* nothing new since INCOMPLETE */
         if (unsent(c) > OUT_HIGH_WATER) break; /* POLLOUT brings us back */
-        if (served == MAX_REQUESTS_PER_TURN || (served && now() - start > TURN_BUDGET_S)) {
+        if (served == MAX_REQUESTS_PER_TURN || (served && kipp_now_seconds() - start > TURN_BUDGET_S)) {
             s->more_work = true;
             break;
         }
@@ -783,7 +778,7 @@ static void process_input(conn *c) {
         http_parse_result r = http_parse_request(c->in + off, c->in_len - off, &s->http, &req,
                                                  &status, &reason);
         if (r == HTTP_PARSE_INCOMPLETE) {
-            if (req.head_length && c->body_started == 0) c->body_started = now();
+            if (req.head_length && c->body_started == 0) c->body_started = kipp_now_seconds();
             if (req.expect_continue && req.head_length && !c->sent_continue) {
                 out_raw(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
                 c->sent_continue = true;
@@ -805,7 +800,7 @@ static void process_input(conn *c) {
         c->served++;
         served++;
         off += req.total_length;
-        c->request_started = now(); /* for what follows it in the buffer */
+        c->request_started = kipp_now_seconds(); /* for what follows it in the buffer */
     }
     if (off) {
         memmove(c->in, c->in + off, c->in_len - off);
@@ -876,9 +871,9 @@ static bool conn_read(conn *c) {
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
         if (n > 0) {
-            if (c->in_len == 0) c->request_started = now();
+            if (c->in_len == 0) c->request_started = kipp_now_seconds();
             c->in_len += (size_t)n;
-            c->last_activity = now();
+            c->last_activity = kipp_now_seconds();
             continue;
         }
         if (n == 0) {
@@ -986,7 +981,7 @@ static void accept_all(server *s) {
         c->fd = fd;
         c->state = C_READING;
         c->keep_alive = !c->reserve;
-        c->last_activity = now();
+        c->last_activity = kipp_now_seconds();
     }
 }
 
@@ -1127,7 +1122,7 @@ static bool start_loader(server *s) {
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    s->load_started = now();
+    s->load_started = kipp_now_seconds();
     int rc = pthread_create(&s->loader, NULL, loader_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
@@ -1169,7 +1164,7 @@ static int finish_load(server *s) {
         return 1;
     }
     s->loaded = true;
-    fprintf(stderr, "kipp serve: ready (model loaded in %.2f s)\n", now() - s->load_started);
+    fprintf(stderr, "kipp serve: ready (model loaded in %.2f s)\n", kipp_now_seconds() - s->load_started);
     fflush(stderr);
     return 0;
 }
@@ -1199,7 +1194,7 @@ int server_run(const server_config *cfg) {
     size_t in_limit = http_max_request_bytes(&s.http) + 1;
     int rc = 0;
     for (;;) {
-        double t = now();
+        double t = kipp_now_seconds();
         if (*cfg->stop >= 2) break;
         if (*cfg->stop && !s.loaded) break; /* nothing in flight needs a drain */
         if (*cfg->stop && !s.draining) {
@@ -1268,7 +1263,7 @@ int server_run(const server_config *cfg) {
             if (!c->used) continue;
             bool alive = true;
             if (re & (POLLIN | POLLHUP | POLLERR)) alive = conn_read(c);
-            if (alive && (re & POLLOUT)) alive = conn_flush(c, now());
+            if (alive && (re & POLLOUT)) alive = conn_flush(c, kipp_now_seconds());
             if (!alive) conn_close(c);
             else if (c->state == C_READING) process_input(c);
         }
@@ -1279,7 +1274,7 @@ int server_run(const server_config *cfg) {
         }
         if (s.sched && sched_busy(s.sched)) sched_step(s.sched);
         /* Flush what the step produced, serve pipelined requests, retire. */
-        t = now();
+        t = kipp_now_seconds();
         for (int i = 0; i < N_SLOTS; i++)
             if (s.conns[i].used) tend(&s.conns[i], t);
     }

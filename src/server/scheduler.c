@@ -31,12 +31,12 @@
  * be the start of a stop string are held back until they cannot, so a
  * streamed client never sees any part of a stop string. */
 #include "server/scheduler.h"
+#include "core/common.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef enum seq_state { SEQ_WAIT, SEQ_RUN, SEQ_DONE } seq_state;
 
@@ -113,12 +113,6 @@ static void observe(sched_histogram *h, const double *bounds, int n_bounds, doub
     h->bucket[b]++;
     h->sum += v;
     h->count++;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int fail(kipp_error *err, int code, const char *msg) {
@@ -306,7 +300,7 @@ static int submit(sched *s, const sched_request *r, const sched_events *events, 
     j->sampling.logit_bias = j->bias;
     j->events = *events;
     j->owner = owner;
-    j->t_submit = now();
+    j->t_submit = kipp_now_seconds();
     if (s->queue_tail) s->queue_tail->next = j;
     else s->queue_head = j;
     s->queue_tail = j;
@@ -442,7 +436,7 @@ static void admit_waiting(sched *s) {
         s->queue_head = j->next;
         if (!s->queue_head) s->queue_tail = NULL;
         j->next = NULL;
-        j->t_admit = now();
+        j->t_admit = kipp_now_seconds();
         s->m.queue_wait_sum += j->t_admit - j->t_submit;
         s->m.queue_wait_count++;
         s->m.prompt_tokens += j->n_prompt;
@@ -552,7 +546,7 @@ static double raw_stats(const float *raw, uint32_t n, sched_token_info *info) {
  * edited it), stop tokens and strings, length, and toks (the token is
  * evaluated next step). */
 static void deliver(sched *s, sched_job *j, seq *q, int32_t id, const float *raw) {
-    double t = now();
+    double t = kipp_now_seconds();
     if (j->t_first == 0) {
         j->t_first = t;
         observe(&s->m.ttft, sched_ttft_bounds, SCHED_TTFT_BUCKETS, t - j->t_submit);
