@@ -66,6 +66,7 @@ PKGCONFIGDIR = $(LIBDIR)/pkgconfig
 ARCH := $(shell uname -m)
 ifneq ($(filter x86_64 amd64,$(ARCH)),)
 $(BUILD)/obj/src/cpu/kernels_avx512.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c
+$(BUILD)/obj/src/cpu/kernels_avx512_vbmi.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vbmi -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx512bf16.o: ISA_FLAGS = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2.o:   ISA_FLAGS = -mavx2 -mfma -mf16c
 $(BUILD)/obj/src/cpu/kernels_avx2i8.o: ISA_FLAGS = -mavx2 -mfma -mf16c

@@ -18,14 +18,16 @@
  *       a decode matrix-vector product, K = 1,024, ROWS weight rows
  *       (256 rows of Q4_0 = 144 KiB: in L2, the decoder's compute rate)
  *   (TIER avx2i8-plain: the avx2i8 tier's vpmaddubsw table, which dispatch
- *   does not hand out on a processor with AVX512_VNNI)
+ *   does not hand out on a processor with AVX512_VNNI; avx512-plain: the
+ *   avx512 tier's table without the AVX512_VBMI Q8_0 decoder)
  *   build/kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]
  *       the same weights against M activation rows (K = 1,024 unless
  *       given, a multiple of 32): the matrix-matrix paths (a few rows,
  *       blocked), reported as GFLOPS too (64 BF16 rows: one L2 block, the
  *       tiles' compute rate; 16,384 rows: 32 MiB streamed from memory)
  *
- * TIER is a kernel tier name (avx512, avx2, ...); the table is the tier's
+ * TIER is a kernel tier name (avx512, avx2, ...; the record names it as
+ * given); the table is the tier's
  * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. KERNEL_MICRO_QUICK=1
  * times one call once (tests/scripts/test_kernel_micro.sh: the tool runs
  * and its record is well formed, on every tier, in a second). */
@@ -98,10 +100,14 @@ int main(int argc, char **argv) {
     int want = !strcmp(mode, "att") ? 6 : !strcmp(mode, "matvec") ? 5 : 0;
     if (!strcmp(mode, "matmul") || !strcmp(mode, "att") ? argc < 6 : argc != want) return usage();
     /* avx2i8-plain: that tier's vpmaddubsw table where dispatch would hand
-     * out its vpdpbusd one (the plain table runs on any AVX2 processor) */
-    const kipp_cpu_kernels *kt = !strcmp(tier, "avx2i8-plain")
-                                     ? (kipp_cpu_kernels_by_name("avx2i8") ? &kipp_cpu_kernels_avx2i8 : NULL)
-                                     : kipp_cpu_kernels_by_name(tier);
+     * out its vpdpbusd one (the plain table runs on any AVX2 processor);
+     * avx512-plain: the avx512 table without AVX512_VBMI's Q8_0 decoder */
+    const kipp_cpu_kernels *kt =
+        !strcmp(tier, "avx2i8-plain")
+            ? (kipp_cpu_kernels_by_name("avx2i8") ? &kipp_cpu_kernels_avx2i8 : NULL)
+        : !strcmp(tier, "avx512-plain")
+            ? (kipp_cpu_kernels_by_name("avx512") ? &kipp_cpu_kernels_avx512 : NULL)
+            : kipp_cpu_kernels_by_name(tier);
     if (!kt) {
         fprintf(stderr, "kernel_micro: tier %s: unknown or not on this processor\n", tier);
         return 2;
@@ -165,7 +171,7 @@ int main(int argc, char **argv) {
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s attention\",\"cache\":\"%s\","
                "\"positions\":%u,\"query_rows\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
                "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"gflops\":%.2f,\"out0\":%.6g}\n",
-               cpu, kt->name, n_q > 1 ? "prefill" : "decode", scheme, ctx, n_q, heads, G,
+               cpu, tier, n_q > 1 ? "prefill" : "decode", scheme, ctx, n_q, heads, G,
                best * 1e6, bytes / best / 1e9, flops / best / 1e9, out[0]);
         for (uint32_t h = 0; h < heads; h++) {
             free(k[h]);
@@ -218,7 +224,7 @@ int main(int argc, char **argv) {
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s\",\"scheme\":\"%s\","
                "\"k\":%d,\"rows\":%u,\"m\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,"
                "\"gflops\":%.2f,\"y0\":%.6g}\n",
-               cpu, kt->name, m == 1 && a5 < 0 ? "decode matvec" : "matmul", scheme, K, rows, m,
+               cpu, tier, m == 1 && a5 < 0 ? "decode matvec" : "matmul", scheme, K, rows, m,
                best / ((double)rows * (K / 32)) * 1e9, (double)wbytes / best / 1e9,
                2.0 * K * rows * m / best / 1e9, y[0]);
         free(w);

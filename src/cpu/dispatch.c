@@ -18,11 +18,13 @@ const kipp_cpu_kernels *kipp_cpu_amx_stand_in; /* kernels.h: tests only */
 
 float kipp_cpu_f16_table[65536];
 float kipp_cpu_f16_table_m16[65536];
+float kipp_cpu_f16_table_q8_bias[65536];
 
 static void f16_table_fill(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
         kipp_cpu_f16_table_m16[h] = ldexpf(kipp_cpu_f16_table[h], -16);
+        kipp_cpu_f16_table_q8_bias[h] = -32896.0f * kipp_cpu_f16_table[h]; /* exact */
     }
 }
 
@@ -72,6 +74,15 @@ static bool has_avx512vnni(void) {
     return c & (1u << 11);
 }
 
+/* avx512 + AVX512_VBMI (CPUID 7.0 ECX bit 1): the avx512 tier's table
+ * with the vpermb Q8_0 decoder (kernels_avx512_vbmi.c), the same bits. */
+static bool has_avx512vbmi(void) {
+    if (!has_avx512()) return false;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return c & (1u << 1);
+}
+
 /* avx512bf16: avx512 + AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps). */
 static bool has_avx512bf16(void) {
     if (!has_avx512()) return false;
@@ -116,7 +127,14 @@ static bool prefers_rows_prefetch(void) {
 }
 #define AMX_TABLE (&kipp_cpu_kernels_amx)
 #define AVX512BF16_TABLE (&kipp_cpu_kernels_avx512bf16)
-#define AVX512_TABLE (&kipp_cpu_kernels_avx512)
+#ifdef KIPP_AVX512_PLAIN_ONLY
+/* A measurement build (CFLAGS=-DKIPP_AVX512_PLAIN_ONLY): avx512 takes its
+ * plain table even where AVX512_VBMI is present -- what Skylake-X and
+ * Cascade Lake run. Same bits as the VBMI table. */
+#define AVX512_TABLE ((void)has_avx512vbmi, &kipp_cpu_kernels_avx512)
+#else
+#define AVX512_TABLE (has_avx512vbmi() ? &kipp_cpu_kernels_avx512_vbmi : &kipp_cpu_kernels_avx512)
+#endif
 #define AVX2_TABLE (&kipp_cpu_kernels_avx2)
 #define AVX512I8_TABLE (&kipp_cpu_kernels_avx512i8)
 #ifdef KIPP_AVX2I8_PLAIN_ONLY

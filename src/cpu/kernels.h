@@ -199,6 +199,10 @@ extern float kipp_cpu_f16_table[65536];
  * scale: d * q, the same exact product, without shifting q down
  * (kernels_avx512.h). */
 extern float kipp_cpu_f16_table_m16[65536];
+/* -32,896 (= -(2^15 + 128)) times each value (exact: 11 + 9 significant
+ * bits): the bias of kernels_avx512.h's magic-number Q8_0 decoder (the
+ * AVX512_VBMI form), d * (2^15 + u) + this = d * q. */
+extern float kipp_cpu_f16_table_q8_bias[65536];
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;
@@ -206,6 +210,11 @@ extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_seq;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512bf16_seq;
+/* The avx512 tier with AVX512_VBMI's Q8_0 decoder (kernels_avx512_vbmi.c):
+ * the same bits; dispatch hands it out as "avx512" where the processor has
+ * AVX512_VBMI. */
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_vbmi;
+extern const kipp_cpu_kernels kipp_cpu_kernels_avx512_vbmi_seq;
 /* The opt-in avx2i8 tier: avx2 with integer-dot quantized matmuls on 8-bit
  * activations (kernels_avx2i8.c). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2i8;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/kernel_micro.c, the kernel microbenchmark: on every tier this
-# processor runs, one quick pass of each mode (attention for one query row
+# processor runs (and the plain tables, avx512-plain and avx2i8-plain, of
+# the tiers dispatch gives a second table), one quick pass of each mode (attention for one query row
 # and for a prefill chunk) prints one well-formed JSON
 # record whose result is finite and whose timing is positive, and bad
 # arguments are refused with exit 2 and a usage line.
@@ -12,7 +13,7 @@ trap 'rm -rf "$T"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 tiers=generic
-for t in avx2 avx512 avx512bf16; do
+for t in avx2 avx512 avx512-plain avx2i8-plain avx512bf16; do
     if KERNEL_MICRO_QUICK=1 "$K" matvec $t bf16 8 >/dev/null 2>&1; then tiers="$tiers $t"; fi
 done
 for t in $tiers; do

@@ -14,7 +14,10 @@
  *  - attention over a Q8_0 cache, every tier, with a scrambled block
  *    table: against a double-precision softmax over the decoded K/V;
  *    multi-row calls bitwise one-row calls; bitwise the tier's BF16-cache
- *    attention where the cached values are BF16-exact. */
+ *    attention where the cached values are BF16-exact;
+ *  - the tiers with two tables (avx2i8: vpdpbusd or not; avx512: AVX512_VBMI
+ *    or not): both, where the processor runs both, and avx512's two
+ *    bitwise against each other. */
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
@@ -524,6 +527,53 @@ static void check_attention(const kipp_cpu_kernels *kern, int pow2) {
     free(vh16);
 }
 
+/* Two tables that claim the same bits (avx512 with and without the
+ * AVX512_VBMI Q8_0 decoder): Q8_0 matmuls at M = 1 (decode), 3 (a few
+ * rows), MMAX (blocked), in each table and its PF_SEQ twin, on weights
+ * with large, ordinary, subnormal and negative scales and an all-zero row,
+ * must agree bitwise. */
+static void check_same_bits(const kipp_cpu_kernels *a, const kipp_cpu_kernels *b) {
+    const int K = K_SHORT;
+    size_t stride = a->act_bytes(K);
+    float *x = malloc(sizeof(float) * K), *wf = malloc(sizeof(float) * K * N);
+    uint8_t *act = aligned_alloc(64, stride * MMAX);
+    static float ya[MMAX][N], yb[MMAX][N];
+    float *pa[MMAX], *pb[MMAX];
+    for (int r = 0; r < MMAX; r++) {
+        for (int i = 0; i < K; i++) x[i] = uni() * (1.0f + (float)(r % 5));
+        a->pack_act(x, K, act + r * stride);
+        pa[r] = ya[r], pb[r] = yb[r];
+    }
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < K; i++)
+            wf[n * K + i] = n == 7 ? 0.0f : uni() * powf(2.0f, n == 5 ? -20.0f : (float)(n % 11) - 5);
+    kipp_block_q8_0 *wq = malloc(sizeof(kipp_block_q8_0) * (K / 32) * N);
+    kipp_quantize_q8_0(wf, (size_t)K * N, wq);
+    for (int i = 0; i < (K / 32) * N; i += 7) /* negative scales: -d and -q, the same weights */
+        if (i / (K / 32) != 7) {
+            wq[i].d ^= 0x8000;
+            for (int j = 0; j < 32; j++) wq[i].qs[j] = (int8_t)-wq[i].qs[j];
+        }
+    const int ms[3] = {1, 3, MMAX};
+    int off = 0;
+    for (int tw = 0; tw < 2; tw++) {
+        const kipp_cpu_kernels *ta = tw ? a->seq_twin : a, *tb = tw ? b->seq_twin : b;
+        for (int i = 0; i < 3; i++) {
+            ta->matmul_q8_0(wq, K, 0, N, act, stride, (uint32_t)ms[i], pa);
+            tb->matmul_q8_0(wq, K, 0, N, act, stride, (uint32_t)ms[i], pb);
+            for (int r = 0; r < ms[i]; r++) off += memcmp(ya[r], yb[r], sizeof(float) * N) != 0;
+        }
+    }
+    CHECKF(off == 0, "%s: %d Q8_0 output rows differ between the plain and the VBMI table",
+           a->name, off);
+    fprintf(stderr, "  %-10s q8_0: the plain and the VBMI tables agree bitwise%s\n", a->name,
+            off ? " -- NOT" : "");
+    free(wq);
+    free(x);
+    free(wf);
+    free(act);
+}
+
 int main(void) {
     for (int t = 0; t < TEST_TIER_COUNT; t++) {
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
@@ -556,6 +606,30 @@ int main(void) {
                 check_i8_long_k(other, K_ONE_GROUP, 17);
             } else {
                 test_skip_part(TEST_SKIP_MACHINE, "avx2i8 vpdpbusd table", "cpu lacks avx512_vnni");
+            }
+        }
+        /* avx512 likewise: the AVX512_VBMI table (dispatch hands it out
+         * where the processor has it) and the plain one. */
+        if (strcmp(kern->name, "avx512") == 0) {
+            int vbmi_here = test_has_avx512vbmi();
+            const kipp_cpu_kernels *other = kern == &kipp_cpu_kernels_avx512
+                                                ? &kipp_cpu_kernels_avx512_vbmi
+                                                : &kipp_cpu_kernels_avx512;
+            CHECKF((kern == &kipp_cpu_kernels_avx512_vbmi) == vbmi_here,
+                   "avx512: dispatch hands out the %s table on a processor %s AVX512_VBMI",
+                   kern == &kipp_cpu_kernels_avx512 ? "plain" : "VBMI",
+                   vbmi_here ? "with" : "without");
+            if (vbmi_here) {
+                fprintf(stderr, "tier avx512 (%s table):\n",
+                        other == &kipp_cpu_kernels_avx512 ? "plain" : "VBMI");
+                check_matmul(other, K_SHORT);
+                check_matmul(other, K_LONG);
+                check_panels(other);
+                check_attention(other, 0);
+                check_attention(other, 1);
+                check_same_bits(&kipp_cpu_kernels_avx512, &kipp_cpu_kernels_avx512_vbmi);
+            } else {
+                test_skip_part(TEST_SKIP_MACHINE, "avx512 VBMI table", "cpu lacks avx512_vbmi");
             }
         }
 #endif
