@@ -121,7 +121,7 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
 static inline __attribute__((always_inline)) void q8_evens_odds(const kipp_block_q8_0 *blk,
                                                                 __m512 w[2]) {
 #ifdef __AVX512VBMI__
-    enum { MAGIC_2_15 = 0x47000000 }; /* FP32 2^15: bits 8-15 then add u */
+    enum { MAGIC_2_15 = 0x47000000 }; /* the FP32 bits of 2^15; u in bits 8-15 adds u */
     const __mmask64 byte1 = 0x2222222222222222ull; /* byte 1 of each dword */
     const __m512i pick_even = _mm512_setr_epi32(0 << 8, 2 << 8, 4 << 8, 6 << 8, 8 << 8, 10 << 8,
                                                 12 << 8, 14 << 8, 16 << 8, 18 << 8, 20 << 8,

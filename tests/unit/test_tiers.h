@@ -58,12 +58,6 @@ static inline int test_has_avx512vnni(void) {
 }
 #endif
 
-#if defined(__x86_64__)
-/* AVX512_VBMI (CPUID 7.0 ECX bit 1) with avx512's own needs: the avx512
- * tier's VBMI table (its Q8_0 decoder). */
-static inline int test_has_avx512vbmi(void);
-#endif
-
 /* The first thing the processor (or the OS) lacks for a tier, in words for
  * the runner's summary; NULL when it has everything. Written apart from
  * src/cpu/dispatch.c on purpose: the two must agree, and a test checks it. */
@@ -104,6 +98,8 @@ static inline const char *test_tier_lacks(const char *tier) {
 }
 
 #if defined(__x86_64__)
+/* AVX512_VBMI (CPUID 7.0 ECX bit 1) with avx512's own needs: the avx512
+ * tier's VBMI table (its Q8_0 decoder). */
 static inline int test_has_avx512vbmi(void) {
     unsigned a, b, c, d;
     return !test_tier_lacks("avx512") && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
