@@ -65,23 +65,21 @@ static bool has_avx512(void) {
     return f && dq && bw && vl;
 }
 
-/* avx512 + AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table,
- * and the avx512i8 tier. */
-static bool has_avx512vnni(void) {
+/* avx512 and CPUID 7.0 ECX bit `bit` (the AVX-512 extensions listed
+ * there). */
+static bool has_avx512_and_ecx7(unsigned bit) {
     if (!has_avx512()) return false;
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return c & (1u << 11);
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << bit));
 }
 
-/* avx512 + AVX512_VBMI (CPUID 7.0 ECX bit 1): the avx512 tier's table
- * with the vpermb Q8_0 decoder (kernels_avx512_vbmi.c), the same bits. */
-static bool has_avx512vbmi(void) {
-    if (!has_avx512()) return false;
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return c & (1u << 1);
-}
+/* avx512 + AVX512_VNNI (ECX bit 11): avx2i8's vpdpbusd table, and the
+ * avx512i8 tier. */
+static bool has_avx512vnni(void) { return has_avx512_and_ecx7(11); }
+
+/* avx512 + AVX512_VBMI (ECX bit 1): the avx512 tier's table with the
+ * vpermb Q8_0 decoder (kernels_avx512_vbmi.c), the same bits. */
+static bool has_avx512vbmi(void) { return has_avx512_and_ecx7(1); }
 
 /* avx512bf16: avx512 + AVX512_BF16 (vcvtne2ps2bf16, vdpbf16ps). */
 static bool has_avx512bf16(void) {

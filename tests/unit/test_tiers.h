@@ -52,10 +52,11 @@ static inline uint64_t test_xgetbv0(void) {
 #if defined(__x86_64__)
 /* AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table, and
  * the avx512i8 tier. */
-static inline int test_has_avx512vnni(void) {
+static inline int test_cpuid7_ecx(unsigned bit) {
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << bit));
 }
+static inline int test_has_avx512vnni(void) { return test_cpuid7_ecx(11); }
 #endif
 
 /* The first thing the processor (or the OS) lacks for a tier, in words for
@@ -101,9 +102,7 @@ static inline const char *test_tier_lacks(const char *tier) {
 /* AVX512_VBMI (CPUID 7.0 ECX bit 1) with avx512's own needs: the avx512
  * tier's VBMI table (its Q8_0 decoder). */
 static inline int test_has_avx512vbmi(void) {
-    unsigned a, b, c, d;
-    return !test_tier_lacks("avx512") && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
-           (c & (1u << 1));
+    return !test_tier_lacks("avx512") && test_cpuid7_ecx(1);
 }
 #endif
 
