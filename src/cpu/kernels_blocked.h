@@ -246,29 +246,28 @@ static inline __attribute__((always_inline)) int few_spans(uint32_t m, uint32_t 
 }
 
 /* Decode (one activation row) runs out of line, one function per weight
- * source and prefetch table (here for BF16, q_stream's for the quantized
- * schemes): inlined into matmul_bf16_pf / matmul_q beside the few-rows
- * and prefill paths, gcc ran out of general registers in the tile loop
- * and reloaded the row stride, the loop bound and the chunk counter from
- * the stack or through vector registers every chunk (the avx512 Q8_0 tile
- * of two rows: 49 instructions per two blocks; out of line 37). Same
- * tiles, so the same bits. Measured (stop 65, Intel Xeon family 6 model
- * 207, kernel_micro matvec, one thread, GB/s; docs/ARCHITECTURE.md "Stop
- * 65"): avx512 PF_SEQ Q4_1 10.1 -> 11.7-12.2 from memory, Q8_0 in L2 21
- * -> 23, the rest within 3 %; in the engine (synthetic-0.6b, 2 threads)
- * Q4_1 decode +5-9 % on avx512, +12 % on avx512bf16, the other schemes
- * and the avx2 tier even. (The few-rows calls measured no better out of
- * line: avx2 Q4 at two rows lost 11-14 %.) */
-static __attribute__((noinline)) void bf16_decode_rows(const uint16_t *w, uint32_t k, uint32_t n0,
-                                                       uint32_t n1, const char *xb,
-                                                       float *const *y) {
-    decode_rows(w, SRC_BF16, 0, k, xb, 0, MV_ROWS_BF16, 1, PF_ROWS, n0, n1, y);
-}
-static __attribute__((noinline)) void bf16_decode_seq(const uint16_t *w, uint32_t k, uint32_t n0,
-                                                      uint32_t n1, const char *xb,
-                                                      float *const *y) {
-    decode_rows(w, SRC_BF16, 0, k, xb, 0, MV_SEQ_ROWS_BF16, 1, PF_SEQ, n0, n1, y);
-}
+ * source and prefetch table (here for BF16, row_bytes 0; q_stream's for
+ * the quantized schemes). Inlined into matmul_bf16_pf / matmul_q beside
+ * the few-rows and prefill paths, gcc ran out of general registers in the
+ * tile loop and reloaded the row stride, the loop bound and the chunk
+ * counter from the stack or through vector registers every chunk (the
+ * avx512 Q8_0 tile of two rows: 49 instructions per two blocks; out of
+ * line 37). Same tiles, so the same bits. Measured (stop 65, Intel Xeon
+ * family 6 model 207, kernel_micro matvec, one thread, GB/s;
+ * docs/BENCHMARKS.md "Stop 65"): avx512 PF_SEQ Q4_1 10.1 -> 11.7-12.2
+ * from memory, Q8_0 in L2 21 -> 23, the rest within 3 %; in the engine
+ * (synthetic-0.6b, 2 threads) Q4_1 decode +5-9 % on avx512, +12 % on
+ * avx512bf16, the other schemes and the avx2 tier even. (The few-rows
+ * calls measured no better out of line: avx2 Q4 at two rows lost
+ * 11-14 %.) */
+#define DECODE_ONE_FN(NAME, SRC, R, PF)                                                         \
+    static __attribute__((noinline)) void NAME(const void *w, size_t row_bytes, uint32_t k,    \
+                                               const char *xb, uint32_t n0, uint32_t n1,        \
+                                               float *const *y) {                               \
+        decode_rows(w, SRC, row_bytes, k, xb, 0, R, 1, PF, n0, n1, y);                         \
+    }
+DECODE_ONE_FN(bf16_decode_rows, SRC_BF16, MV_ROWS_BF16, PF_ROWS)
+DECODE_ONE_FN(bf16_decode_seq, SRC_BF16, MV_SEQ_ROWS_BF16, PF_SEQ)
 
 static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
                                                                  uint32_t n0, uint32_t n1,
@@ -277,7 +276,7 @@ static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t 
                                                                  int PF) {
     const char *xb = x;
     if (m == 1) {
-        (PF == PF_SEQ ? bf16_decode_seq : bf16_decode_rows)(w, k, n0, n1, xb, y);
+        (PF == PF_SEQ ? bf16_decode_seq : bf16_decode_rows)(w, 0, k, xb, n0, n1, y);
         return;
     }
     if (m <= FEW_ROWS && !few_spans(m, k)) {
@@ -377,20 +376,13 @@ static inline __attribute__((always_inline)) void q_panels(int t, const uint8_t 
 #define MV_SEQ_ROWS_Q8 MV_SEQ_ROWS_Q
 #endif
 /* Decode of quantized rows, out of line per (scheme, prefetch table): see
- * bf16_decode_rows. */
-#define Q_DECODE_ONE_FN(NAME, T, R, PF)                                                         \
-    static __attribute__((noinline)) void NAME(const uint8_t *wb, size_t row_bytes, uint32_t k, \
-                                               const char *xb, uint32_t n0, uint32_t n1,        \
-                                               float *const *y) {                               \
-        decode_rows(wb, T, row_bytes, k, xb, 0, R, 1, PF, n0, n1, y);                          \
-    }
-Q_DECODE_ONE_FN(q8_0_decode_rows, QT_Q8_0, MV_ROWS_Q, PF_ROWS)
-Q_DECODE_ONE_FN(q4_0_decode_rows, QT_Q4_0, MV_ROWS_Q, PF_ROWS)
-Q_DECODE_ONE_FN(q4_1_decode_rows, QT_Q4_1, MV_ROWS_Q, PF_ROWS)
-Q_DECODE_ONE_FN(q8_0_decode_seq, QT_Q8_0, MV_SEQ_ROWS_Q8, PF_SEQ)
-Q_DECODE_ONE_FN(q4_0_decode_seq, QT_Q4_0, MV_SEQ_ROWS_Q, PF_SEQ)
-Q_DECODE_ONE_FN(q4_1_decode_seq, QT_Q4_1, MV_SEQ_ROWS_Q, PF_SEQ)
-#undef Q_DECODE_ONE_FN
+ * DECODE_ONE_FN. */
+DECODE_ONE_FN(q8_0_decode_rows, QT_Q8_0, MV_ROWS_Q, PF_ROWS)
+DECODE_ONE_FN(q4_0_decode_rows, QT_Q4_0, MV_ROWS_Q, PF_ROWS)
+DECODE_ONE_FN(q4_1_decode_rows, QT_Q4_1, MV_ROWS_Q, PF_ROWS)
+DECODE_ONE_FN(q8_0_decode_seq, QT_Q8_0, MV_SEQ_ROWS_Q8, PF_SEQ)
+DECODE_ONE_FN(q4_0_decode_seq, QT_Q4_0, MV_SEQ_ROWS_Q, PF_SEQ)
+DECODE_ONE_FN(q4_1_decode_seq, QT_Q4_1, MV_SEQ_ROWS_Q, PF_SEQ)
 
 static inline __attribute__((always_inline)) void q_stream(int t, int PF, const uint8_t *wb,
                                                            size_t row_bytes, uint32_t k,
