@@ -1,10 +1,10 @@
 #!/bin/sh
 # bench/kernel_micro.c, the kernel microbenchmark: on every tier this
 # processor runs (and the plain tables, avx512-plain and avx2i8-plain, of
-# the tiers dispatch gives a second table), one quick pass of each mode (attention for one query row
-# and for a prefill chunk) prints one well-formed JSON
-# record whose result is finite and whose timing is positive, and bad
-# arguments are refused with exit 2 and a usage line.
+# the tiers dispatch gives a second table), one quick pass of each mode
+# (attention for one query row and for a prefill chunk) prints one
+# well-formed JSON record whose result is finite and whose timing is
+# positive, and bad arguments are refused with exit 2 and a usage line.
 BUILD=${BUILD:-build}
 K=$BUILD/kernel_micro
 if [ ! -x "$K" ]; then echo "FAIL: $K missing (make all builds it)"; exit 1; fi

@@ -50,12 +50,13 @@ static inline uint64_t test_xgetbv0(void) {
 #endif
 
 #if defined(__x86_64__)
-/* AVX512_VNNI (CPUID 7.0 ECX bit 11): avx2i8's vpdpbusd table, and
- * the avx512i8 tier. */
+/* CPUID 7.0 ECX bit `bit` (AVX-512 extensions are listed there). */
 static inline int test_cpuid7_ecx(unsigned bit) {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << bit));
 }
+/* AVX512_VNNI (ECX bit 11): avx2i8's vpdpbusd table, and the avx512i8
+ * tier. */
 static inline int test_has_avx512vnni(void) { return test_cpuid7_ecx(11); }
 #endif
 
