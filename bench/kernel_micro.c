@@ -30,7 +30,13 @@
  * given); the table is the tier's
  * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. KERNEL_MICRO_QUICK=1
  * times one call once (tests/scripts/test_kernel_micro.sh: the tool runs
- * and its record is well formed, on every tier, in a second). */
+ * and its record is well formed, on every tier, in a second).
+ * KERNEL_MICRO_SCALE_CODES=N (1 to 16,384; default 1) draws each
+ * quantized block's FP16 scale from N consecutive codes from 2^-7 up
+ * instead of one (the record's scale_codes): the decoders look scales up
+ * in 256 KiB tables, and a real matrix's or KV cache's scales spread over
+ * many codes (a synthetic-0.6b matrix's over ~200), so the table lines a
+ * block touches can miss L1 (stop 66: 4,096 or more codes). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +70,12 @@ static void cpu_name(char *out, size_t size) {
     snprintf(out, size, "%s (family %s model %s)", name, family, model);
 }
 
+static int scale_codes = 1; /* KERNEL_MICRO_SCALE_CODES */
+
 /* Fills n bytes with values that are finite under every scheme: small
- * BF16 numbers, or blocks whose FP16 scales are 2^-7. On 2 MiB pages where
- * n is 1 MiB or more (the engine's own kipp_calloc_huge), as the engine
+ * BF16 numbers, or blocks whose FP16 scales are 2^-7 (or one of the
+ * scale_codes codes from it: at most 0x5fff, below 2^9). On 2 MiB pages
+ * where n is 1 MiB or more (the engine's own kipp_calloc_huge), as the engine
  * maps a model's weights: on 4 KiB pages a matrix-vector stream out of
  * cache read ~7 % slower (Zen 4, BF16: 22.4 against 24.0 GB/s), a cost
  * the engine does not pay. */
@@ -79,7 +88,7 @@ static void *weights(size_t n, size_t block, int bf16) {
     else /* the scale leads each block; Q4_1's minimum follows it */
         for (size_t b = 0; b < n / block; b++) {
             uint16_t *h = (uint16_t *)(p + b * block);
-            h[0] = 0x2000;
+            h[0] = (uint16_t)(0x2000 + (scale_codes > 1 ? rand() % scale_codes : 0));
             if (block == sizeof(kipp_block_q4_1)) h[1] = 0xa000;
         }
     return p;
@@ -111,6 +120,16 @@ int main(int argc, char **argv) {
     if (!kt) {
         fprintf(stderr, "kernel_micro: tier %s: unknown or not on this processor\n", tier);
         return 2;
+    }
+    const char *codes = getenv("KERNEL_MICRO_SCALE_CODES");
+    if (codes) {
+        char *end;
+        long c = strtol(codes, &end, 10);
+        if (end == codes || *end || c < 1 || c > 16384) {
+            fprintf(stderr, "kernel_micro: KERNEL_MICRO_SCALE_CODES=%s: want 1 to 16384\n", codes);
+            return 2;
+        }
+        scale_codes = (int)c;
     }
     const char *pf = getenv("KIPP_CPU_DECODE_PREFETCH");
     if (pf && !strcmp(pf, "seq") && kt->seq_twin) kt = kt->seq_twin;
@@ -170,9 +189,10 @@ int main(int argc, char **argv) {
         double bytes = (double)ctx * row * 2; /* K and V rows read per KV head */
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s attention\",\"cache\":\"%s\","
                "\"positions\":%u,\"query_rows\":%u,\"kv_heads\":%u,\"query_heads_per_kv\":%d,"
-               "\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"gflops\":%.2f,\"out0\":%.6g}\n",
+               "\"scale_codes\":%d,\"us_per_kv_head\":%.2f,\"gb_per_s\":%.2f,\"gflops\":%.2f,"
+               "\"out0\":%.6g}\n",
                cpu, tier, n_q > 1 ? "prefill" : "decode", scheme, ctx, n_q, heads, G,
-               best * 1e6, bytes / best / 1e9, flops / best / 1e9, out[0]);
+               scale_codes, best * 1e6, bytes / best / 1e9, flops / best / 1e9, out[0]);
         for (uint32_t h = 0; h < heads; h++) {
             free(k[h]);
             free(v[h]);
@@ -222,10 +242,10 @@ int main(int argc, char **argv) {
             if (dt < best) best = dt;
         }
         printf("{\"cpu\":\"%s\",\"tier\":\"%s\",\"kernel\":\"%s\",\"scheme\":\"%s\","
-               "\"k\":%d,\"rows\":%u,\"m\":%u,\"ns_per_row_block\":%.3f,\"gb_per_s\":%.2f,"
-               "\"gflops\":%.2f,\"y0\":%.6g}\n",
+               "\"k\":%d,\"rows\":%u,\"m\":%u,\"scale_codes\":%d,\"ns_per_row_block\":%.3f,"
+               "\"gb_per_s\":%.2f,\"gflops\":%.2f,\"y0\":%.6g}\n",
                cpu, tier, m == 1 && a5 < 0 ? "decode matvec" : "matmul", scheme, K, rows, m,
-               best / ((double)rows * (K / 32)) * 1e9, (double)wbytes / best / 1e9,
+               scale_codes, best / ((double)rows * (K / 32)) * 1e9, (double)wbytes / best / 1e9,
                2.0 * K * rows * m / best / 1e9, y[0]);
         free(w);
         free(xf);

@@ -18,13 +18,14 @@ const kipp_cpu_kernels *kipp_cpu_amx_stand_in; /* kernels.h: tests only */
 
 float kipp_cpu_f16_table[65536];
 float kipp_cpu_f16_table_m16[65536];
-float kipp_cpu_f16_table_q8_bias[65536];
+float kipp_cpu_f16_table_q8_pair[65536][2];
 
 static void f16_table_fill(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
         kipp_cpu_f16_table_m16[h] = ldexpf(kipp_cpu_f16_table[h], -16);
-        kipp_cpu_f16_table_q8_bias[h] = -32896.0f * kipp_cpu_f16_table[h]; /* exact */
+        kipp_cpu_f16_table_q8_pair[h][0] = kipp_cpu_f16_table[h];
+        kipp_cpu_f16_table_q8_pair[h][1] = -32896.0f * kipp_cpu_f16_table[h]; /* exact */
     }
 }
 

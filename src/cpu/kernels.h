@@ -199,10 +199,14 @@ extern float kipp_cpu_f16_table[65536];
  * scale: d * q, the same exact product, without shifting q down
  * (kernels_avx512.h). */
 extern float kipp_cpu_f16_table_m16[65536];
-/* -32,896 (= -(2^15 + 128)) times each value (exact: 11 + 9 significant
- * bits): the bias of kernels_avx512.h's magic-number Q8_0 decoder (the
- * AVX512_VBMI form), d * (2^15 + u) + this = d * q. */
-extern float kipp_cpu_f16_table_q8_bias[65536];
+/* Each value d beside -32,896 d (= -(2^15 + 128) d; exact: 11 + 9
+ * significant bits): the scale and bias of kernels_avx512.h's
+ * magic-number Q8_0 decoder (the AVX512_VBMI form), d * (2^15 + u) +
+ * bias = d * q. Side by side, so a block's two lookups touch one cache
+ * line: where a matrix's (or a Q8_0 KV cache's) scales spread over many
+ * codes, two separate tables missed L1 twice as often (stop 66,
+ * docs/BENCHMARKS.md: up to 11 % of the stream). 512 KiB. */
+extern float kipp_cpu_f16_table_q8_pair[65536][2];
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx512;

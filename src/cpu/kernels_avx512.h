@@ -101,7 +101,7 @@ static inline __m512 q4_table16(int t, uint16_t dh, uint16_t mh) {
  * rounded once from the exact value, which FP32 holds (an FP16
  * significand of 11 bits times 8 bits): the exact weight. The constant
  * -(2^15 + 128) * d = -32,896 d is exact too (11 + 9 significant bits;
- * kipp_cpu_f16_table_q8_bias). 7 vector ops a block -- an XOR, two
+ * kipp_cpu_f16_table_q8_pair). 7 vector ops a block -- an XOR, two
  * vpermb, two FMA, the weight FMAs' two -- against 9 below; no
  * conversion, whose port the FMAs share. Measured (stop 64, Intel Xeon
  * family 6 model 207, one thread, kernel_micro matvec avx512 q8_0 256, in
@@ -129,8 +129,9 @@ static inline __attribute__((always_inline)) void q8_evens_odds(const kipp_block
     const __m512i pick_odd = _mm512_setr_epi32(1 << 8, 3 << 8, 5 << 8, 7 << 8, 9 << 8, 11 << 8,
                                                13 << 8, 15 << 8, 17 << 8, 19 << 8, 21 << 8,
                                                23 << 8, 25 << 8, 27 << 8, 29 << 8, 31 << 8);
-    __m512 d = _mm512_set1_ps(kipp_cpu_f16_table[blk->d]);
-    __m512 bias = _mm512_set1_ps(kipp_cpu_f16_table_q8_bias[blk->d]);
+    const float *d_bias = kipp_cpu_f16_table_q8_pair[blk->d]; /* one line, both values */
+    __m512 d = _mm512_set1_ps(d_bias[0]);
+    __m512 bias = _mm512_set1_ps(d_bias[1]);
     __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)blk->qs),
                                  _mm256_set1_epi8((char)0x80));
     __m512i ub = _mm512_castsi256_si512(u); /* vpermb reads bytes 0-31 only */

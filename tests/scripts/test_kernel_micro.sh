@@ -4,7 +4,8 @@
 # the tiers dispatch gives a second table), one quick pass of each mode
 # (attention for one query row and for a prefill chunk) prints one
 # well-formed JSON record whose result is finite and whose timing is
-# positive, and bad arguments are refused with exit 2 and a usage line.
+# positive, and bad arguments are refused with exit 2 and a usage line;
+# the same with block scales spread over many codes.
 BUILD=${BUILD:-build}
 K=$BUILD/kernel_micro
 if [ ! -x "$K" ]; then echo "FAIL: $K missing (make all builds it)"; exit 1; fi
@@ -54,6 +55,31 @@ for args in "att generic bf16 0 1" "matvec generic q5_0 16" "att generic bf16 10
     [ $rc -eq 2 ] || bad "'$args' exit $rc, want 2"
     grep -q -e "usage: kernel_micro" -e "unknown or not on this processor" "$T/err" || bad "'$args': no reason given"
     [ -s "$T/out" ] && bad "'$args' printed a record"
+done
+# KERNEL_MICRO_SCALE_CODES: blocks' scales spread over that many FP16
+# codes; the record says so and the result stays finite; bad values are
+# refused with exit 2 and the reason
+for t in $tiers; do
+    for args in "matvec $t q8_0 16" "att $t q8_0 70 1" "matmul $t q4_1 16 3"; do
+        # shellcheck disable=SC2086
+        if ! KERNEL_MICRO_QUICK=1 KERNEL_MICRO_SCALE_CODES=4096 "$K" $args >"$T/out" 2>"$T/err"; then
+            bad "codes 4096 $args: exit $? ($(head -c 200 "$T/err"))"
+            continue
+        fi
+        /usr/bin/python3 - "$T/out" <<'PY' || bad "codes 4096 $args: $(cat "$T/out")"
+import json, math, sys
+rec = json.loads(open(sys.argv[1]).read())
+out = rec.get("out0", rec.get("y0"))
+sys.exit(0 if rec.get("scale_codes") == 4096 and math.isfinite(out) else 1)
+PY
+    done
+done
+for codes in 0 16385 12x ""; do
+    KERNEL_MICRO_QUICK=1 KERNEL_MICRO_SCALE_CODES="$codes" "$K" matvec generic q8_0 16 >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 2 ] || bad "KERNEL_MICRO_SCALE_CODES='$codes' exit $rc, want 2"
+    grep -q "KERNEL_MICRO_SCALE_CODES=$codes: want 1 to 16384" "$T/err" || bad "KERNEL_MICRO_SCALE_CODES='$codes': no reason given"
+    [ -s "$T/out" ] && bad "KERNEL_MICRO_SCALE_CODES='$codes' printed a record"
 done
 [ $fail -eq 0 ] && echo "PASS test_kernel_micro.sh (tiers: $tiers)"
 exit $fail
