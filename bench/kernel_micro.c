@@ -34,9 +34,10 @@
  * KERNEL_MICRO_SCALE_CODES=N (1 to 16,384; default 1) draws each
  * quantized block's FP16 scale from N consecutive codes from 2^-7 up
  * instead of one (the record's scale_codes): the decoders look scales up
- * in 256 KiB tables, and a real matrix's or KV cache's scales spread over
- * many codes (a synthetic-0.6b matrix's over ~200), so the table lines a
- * block touches can miss L1 (stop 66: 4,096 or more codes). */
+ * in 256-512 KiB tables (kernels.h), and a real matrix's or KV cache's
+ * scales spread over many codes (a synthetic-0.6b matrix's over ~200), so
+ * the table lines a block touches can miss L1 (stop 66: 4,096 or more
+ * codes). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,9 @@ static void *weights(size_t n, size_t block, int bf16) {
     else /* the scale leads each block; Q4_1's minimum follows it */
         for (size_t b = 0; b < n / block; b++) {
             uint16_t *h = (uint16_t *)(p + b * block);
-            h[0] = (uint16_t)(0x2000 + (scale_codes > 1 ? rand() % scale_codes : 0));
+            /* no rand() call at one code: the default data stay as they were */
+            int code = scale_codes > 1 ? rand() % scale_codes : 0;
+            h[0] = (uint16_t)(0x2000 + code);
             if (block == sizeof(kipp_block_q4_1)) h[1] = 0xa000;
         }
     return p;

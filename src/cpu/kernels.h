@@ -205,7 +205,8 @@ extern float kipp_cpu_f16_table_m16[65536];
  * bias = d * q. Side by side, so a block's two lookups touch one cache
  * line: where a matrix's (or a Q8_0 KV cache's) scales spread over many
  * codes, two separate tables missed L1 twice as often (stop 66,
- * docs/BENCHMARKS.md: up to 11 % of the stream). 512 KiB. */
+ * docs/BENCHMARKS.md: at 16,384 codes the pairs stream 2-10 % faster;
+ * at a few thousand or fewer, even). 512 KiB. */
 extern float kipp_cpu_f16_table_q8_pair[65536][2];
 /* Defined only on x86-64 builds (weak references elsewhere). */
 extern const kipp_cpu_kernels kipp_cpu_kernels_avx2;
