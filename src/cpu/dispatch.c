@@ -19,8 +19,12 @@ const kipp_cpu_kernels *kipp_cpu_amx_stand_in; /* kernels.h: tests only */
 float kipp_cpu_f16_table[65536];
 float kipp_cpu_f16_table_m16[65536];
 float kipp_cpu_f16_table_q8_pair[65536][2];
+int kipp_cpu_bf16_decode_once;
+
+static bool cpu_is_amd(void);
 
 static void f16_table_fill(void) {
+    kipp_cpu_bf16_decode_once = !cpu_is_amd();
     for (uint32_t h = 0; h < 65536; h++) {
         kipp_cpu_f16_table[h] = kipp_fp16_to_f32((uint16_t)h);
         kipp_cpu_f16_table_m16[h] = ldexpf(kipp_cpu_f16_table[h], -16);
@@ -112,14 +116,17 @@ static bool has_amx(void) {
     pthread_once(&once, amx_permission_ask);
     return amx_permitted;
 }
+static bool cpu_is_amd(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* AuthenticAMD */
+}
 /* AMD family 26 (Zen 5) and later: the decode prefetch that measured best
  * there (PF_ROWS, stops 17-25); every other processor, Zen 4 included
  * (family 25, where PF_ROWS streamed ~21 GB/s of ~31), gets PF_SEQ. */
 static bool prefers_rows_prefetch(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-    bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* AuthenticAMD */
-    if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    if (!cpu_is_amd() || !__get_cpuid(1, &a, &b, &c, &d)) return false;
     unsigned family = (a >> 8) & 0xf;
     if (family == 0xf) family += (a >> 20) & 0xff;
     return family >= 0x1a;
@@ -151,6 +158,7 @@ static bool has_avx512(void) { return false; }
 static bool has_avx512vnni(void) { return false; }
 static bool has_avx512bf16(void) { return false; }
 static bool has_amx(void) { return false; }
+static bool cpu_is_amd(void) { return false; }
 static bool prefers_rows_prefetch(void) { return false; }
 #define AMX_TABLE NULL
 #define AVX512BF16_TABLE NULL

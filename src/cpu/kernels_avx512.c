@@ -188,6 +188,143 @@ static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint
     store_tile(acc, 1, R, 1, n, 1, 0, y);
 }
 
+/* The prefill's matrix-matrix tiles (PF_NONE, 4 weight rows) over BF16
+ * rows or decoded FP32 rows (src SRC_BF16, SRC_DEC: quantized rows
+ * decoded once): tile_span's per-output sequence, written with two
+ * pointers into the weight rows and two into the activation rows, and
+ * compiled out of line (mm_tile_4). tile_span's general loop, inlined
+ * into block_rows' loops, rebuilt every row's address from values gcc
+ * kept on the stack and copied vectors around its loads: ~120
+ * instructions per 40 FMAs of a 4 x 5 tile, where a core that renames 6
+ * a cycle and retires 2 FMAs (Intel Golden Cove) has room for 60. Inlined
+ * where tile_span is, this loop spilled accumulators; out of line a
+ * decoded chunk is its 18 loads, 40 FMAs and 6 scalar steps. Measured
+ * (Intel Xeon family 6 model 207, kernel_micro matmul avx512, one
+ * thread, 1,024 rows x 512, GFLOPS): docs/BENCHMARKS.md "Stop 67". Same
+ * bits as tile_span: the operations per output are the ones listed
+ * there (tests/unit/test_cpu_qkernels.c and test_cpu_kernels.c hold
+ * every path to the oracle's sequence; swapping the even and odd FMAs
+ * here fails them). */
+
+/* Row times of a tile: base + stride * times, where rows 0-2 and 4 are
+ * w0 + ws * {0, 1, 2, 4} and row 3 is w3 = w0 + 3 ws -- every address a
+ * base plus a scaled index, six general registers for a tile's rows
+ * (with one per row, gcc spilled vectors to the stack). */
+static inline __attribute__((always_inline)) const char *mm_row(const char *base0,
+                                                                const char *base3, size_t stride,
+                                                                int i) {
+    return i == 3 ? base3 : i < 5 ? base0 + stride * (size_t)i : base3 + stride * (size_t)(i - 3);
+}
+
+/* One 32-value chunk: R weight rows against C activation rows. */
+static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C], int src,
+                                                           const char *w0, const char *w3,
+                                                           size_t ws, const char *x0,
+                                                           const char *x3, size_t xs, int R,
+                                                           int C) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    __m512 we[8], wo[8];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        const char *wr = mm_row(w0, w3, ws, r);
+        if (src == SRC_DEC) {
+            we[r] = _mm512_load_ps((const float *)wr);
+            wo[r] = _mm512_load_ps((const float *)wr + 16);
+        } else { /* SRC_BF16: widened as tile_span does */
+            __m512i wv = _mm512_loadu_si512(wr);
+            we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+            wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+        }
+    }
+    #pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+        const float *xc = (const float *)mm_row(x0, x3, xs, c);
+        __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            acc[r][c] = _mm512_fmadd_ps(we[r], xe, acc[r][c]);
+            acc[r][c] = _mm512_fmadd_ps(wo[r], xo, acc[r][c]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride, int R, int C,
+             uint32_t n, uint32_t m, float *const *y, uint32_t k0, uint32_t k1,
+             __m512 (*carry)[MC], next_pf *np) {
+    __m512 acc[8][TILE_C];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    size_t ws;
+    const char *w0;
+    if (src == SRC_DEC) {
+        ws = ((const dec_rows *)w)->stride * sizeof(float);
+        w0 = dec_ptr(w, n, k0, sizeof(float));
+    } else {
+        ws = (size_t)k * sizeof(uint16_t);
+        w0 = (const char *)w + (size_t)n * ws + (size_t)k0 * sizeof(uint16_t);
+    }
+    const char *w3 = w0 + 3 * ws;
+    const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
+    const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
+    enum { X_STEP = 32 * sizeof(float) };
+    /* The next block's prefetch: next_pf_step's lines, at most two a
+     * chunk, in the first pf_chunks chunks (around next_pf_step's own
+     * loop gcc spilled accumulators). */
+    uint32_t chunks = (k1 - k0) / 32, pf_chunks = 0;
+    const char *pf = NULL;
+    size_t pf_step = 0;
+    if (np && np->p < np->end) {
+        pf = np->p;
+        pf_step = (np->per_step < 2 ? np->per_step : 2) * 64;
+        size_t left = ((size_t)(np->end - pf) + pf_step - 1) / pf_step;
+        pf_chunks = left < chunks ? (uint32_t)left : chunks;
+        np->p = pf + (size_t)pf_chunks * pf_step;
+    }
+    for (uint32_t j = 0; j < chunks; j++) {
+        if (j < pf_chunks) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            _mm_prefetch(pf + pf_step - 64, _MM_HINT_T1);
+            pf += pf_step;
+        }
+        mm_chunk(acc, src, w0, w3, ws, x0, x3, x_stride, R, C);
+        w0 += w_step, w3 += w_step, x0 += X_STEP, x3 += X_STEP;
+    }
+    if (k1 < k) {
+        TILE_PARK(acc, carry, R, C);
+        return;
+    }
+    store_tile(&acc[0][0], TILE_C, R, C, n, 1, m, y);
+}
+
+#ifndef KIPP_AVX512_I8 /* not its activation records */
+enum { MM_TILE_ROWS = 4 }; /* block_rows' MR */
+static __attribute__((noinline)) void mm_tile_4(const void *w, int src, uint32_t k, const char *x,
+                                                size_t x_stride, int C, uint32_t n, uint32_t m,
+                                                float *const *y, uint32_t k0, uint32_t k1,
+                                                __m512 (*carry)[MC], next_pf *np) {
+    enum { R = MM_TILE_ROWS };
+#define MM_TILE(S, CC) mm_tile_span(w, S, k, x, x_stride, R, CC, n, m, y, k0, k1, carry, np)
+#define MM_TILE_C(S)                  \
+    switch (C) {                      \
+    case 1: MM_TILE(S, 1); break;     \
+    case 2: MM_TILE(S, 2); break;     \
+    case 3: MM_TILE(S, 3); break;     \
+    case 4: MM_TILE(S, 4); break;     \
+    default: MM_TILE(S, MC); break;   \
+    }
+    _Static_assert(MC == 5, "mm_tile_4 covers 1 .. 5 activation rows");
+    if (src == SRC_DEC)
+        MM_TILE_C(SRC_DEC)
+    else
+        MM_TILE_C(SRC_BF16)
+#undef MM_TILE_C
+#undef MM_TILE
+}
+#endif
+
 /* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
  * the accumulators up from carry[r][c] and one with k1 < k leaves them
  * there: storing and reloading a register is exact, so a tile cut into
@@ -226,6 +363,11 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
 #ifndef KIPP_AVX512_I8 /* its records are not the contiguous FP32 row qdecode_tile reads */
     if (PF == PF_ROWS && src < SRC_BF16 && R == QDECODE_TILE_ROWS && C == 1) {
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
+        return;
+    }
+    if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MM_TILE_ROWS && C <= MC &&
+        rs == 1) {
+        mm_tile_4(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
         return;
     }
 #endif
@@ -290,6 +432,29 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     _mm512_store_ps(dst, wv[0]);
     _mm512_store_ps(dst + 16, wv[1]);
 }
+
+#ifndef KIPP_AVX512_I8
+/* BF16 prefill decodes its weight rows once into FP32, as the quantized
+ * schemes do (kernels_blocked.h decoded_rows), rather than widening each
+ * chunk in every tile: the widening's shift and AND share ports 0 and 5
+ * with the FMAs (an avx512 core's only 512-bit ports on Intel), so each
+ * chunk of a 4 x 5 tile took 48 operations there for 40 FMAs, and the
+ * activation tiles (m / 5 of them) each paid it again. Decoded once, the
+ * tile is mm_tile_4's FP32 loop. Same values (the widening is exact and
+ * lands in the same packed order), so the same bits. Measured: docs/
+ * BENCHMARKS.md "Stop 67". */
+#define BF16_DECODE_ONCE 1
+#ifndef BF16_DECODE_MIN_ROWS
+#define BF16_DECODE_MIN_ROWS 64
+#endif
+static inline __attribute__((always_inline)) void bf16_decode_block(const uint16_t *row,
+                                                                    uint32_t b, float *dst) {
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i wv = _mm512_loadu_si512(row + (size_t)32 * b);
+    _mm512_store_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)));
+    _mm512_store_ps(dst + 16, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)));
+}
+#endif
 
 #define MV_ROWS_BF16 8 /* decode, PF_ROWS: 8 weight rows in flight */
 #define MV_ROWS_Q QDECODE_TILE_ROWS

@@ -269,37 +269,6 @@ static inline __attribute__((always_inline)) int few_spans(uint32_t m, uint32_t 
 DECODE_ONE_FN(bf16_decode_rows, SRC_BF16, MV_ROWS_BF16, PF_ROWS)
 DECODE_ONE_FN(bf16_decode_seq, SRC_BF16, MV_SEQ_ROWS_BF16, PF_SEQ)
 
-static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
-                                                                 uint32_t n0, uint32_t n1,
-                                                                 const void *x, size_t x_stride,
-                                                                 uint32_t m, float *const *y,
-                                                                 int PF) {
-    const char *xb = x;
-    if (m == 1) {
-        (PF == PF_SEQ ? bf16_decode_seq : bf16_decode_rows)(w, 0, k, xb, n0, n1, y);
-        return;
-    }
-    if (m <= FEW_ROWS && !few_spans(m, k)) {
-        if (PF == PF_SEQ)
-            few_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, m, n0, n1, y);
-        else
-            few_rows(w, SRC_BF16, 0, k, xb, x_stride, FEW_R_BF16, PF_ROWS, m, n0, n1, y);
-        return;
-    }
-    blocked_rows(w, SRC_BF16, 0, k, xb, x_stride, n0, n1, m, y);
-}
-
-static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
-                        size_t x_stride, uint32_t m, float *const *y) {
-    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_ROWS);
-}
-
-static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
-                            const void *x, size_t x_stride, uint32_t m, float *const *y) {
-    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_SEQ);
-}
-
-#ifndef KIPP_BLOCKED_BF16_ONLY /* avx2i8 has its own quantized matmuls */
 /* Prefill decodes up to QDEC_ROWS weight rows at a time into this much
  * stack (384 KiB: 32 FP32 rows of Qwen3-0.6B's K = 3072, 64 BF16 ones)
  * and runs every activation row against them (block_rows on SRC_DEC
@@ -345,6 +314,86 @@ enum {
 _Static_assert(QDEC_PANEL_K >= K_SPAN && (int)QDEC_PANEL_ROWS <= (int)QDEC_ROWS,
                "a panel is whole spans of at most QDEC_ROWS rows");
 
+/* How many whole decoded rows of K values the buffer holds (at most
+ * QDEC_ROWS). */
+static inline __attribute__((always_inline)) uint32_t qdec_rows(uint32_t k) {
+    uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
+    return rows > QDEC_ROWS ? QDEC_ROWS : rows;
+}
+
+/* Weight rows [n0, n1) of source t (a quantized scheme, or SRC_BF16 where
+ * the tier decodes BF16 once: BF16_DECODE_ONCE, below), qdec_rows(k) >=
+ * QDEC_PANEL_ROWS of them at a time decoded into FP32 and run against
+ * every activation row (block_rows on SRC_DEC), each block prefetching
+ * the rows decoded next. */
+static inline __attribute__((always_inline)) void decoded_rows(int t, const uint8_t *wb,
+                                                               size_t row_bytes, uint32_t k,
+                                                               const char *xb, size_t x_stride,
+                                                               uint32_t m, uint32_t n0,
+                                                               uint32_t n1, float *const *y) {
+    const uint32_t rows = qdec_rows(k), nblk = k / 32;
+    _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
+    _Alignas(64) vf carry[W_BLOCK][MC];
+    for (uint32_t nb = n0; nb < n1; nb += rows) {
+        uint32_t ne = nb + rows < n1 ? nb + rows : n1;
+        for (uint32_t n = nb; n < ne; n++)
+            for (uint32_t b = 0; b < nblk; b++) {
+                QDEC_T *dst = dec + (size_t)(n - nb) * k + (size_t)32 * b;
+#ifdef BF16_DECODE_ONCE
+                if (t == SRC_BF16) {
+                    bf16_decode_block((const uint16_t *)(wb + (size_t)n * row_bytes), b, dst);
+                    continue;
+                }
+#endif
+                qdecode_block(t, wb + (size_t)n * row_bytes, b, dst);
+            }
+        uint32_t nn = ne + rows < n1 ? ne + rows : n1; /* the rows decoded next */
+        const dec_rows d = {dec, k, nb, 0};
+        block_rows(&d, SRC_DEC, 0, k, 0, k, xb, x_stride, nb, ne, m, y,
+                   ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes,
+                   carry, 0);
+    }
+}
+
+static inline __attribute__((always_inline)) void matmul_bf16_pf(const uint16_t *w, uint32_t k,
+                                                                 uint32_t n0, uint32_t n1,
+                                                                 const void *x, size_t x_stride,
+                                                                 uint32_t m, float *const *y,
+                                                                 int PF) {
+    const char *xb = x;
+    if (m == 1) {
+        (PF == PF_SEQ ? bf16_decode_seq : bf16_decode_rows)(w, 0, k, xb, n0, n1, y);
+        return;
+    }
+    if (m <= FEW_ROWS && !few_spans(m, k)) {
+        if (PF == PF_SEQ)
+            few_rows(w, SRC_BF16, 0, k, xb, x_stride, MV_SEQ_ROWS_BF16, PF_SEQ, m, n0, n1, y);
+        else
+            few_rows(w, SRC_BF16, 0, k, xb, x_stride, FEW_R_BF16, PF_ROWS, m, n0, n1, y);
+        return;
+    }
+#ifdef BF16_DECODE_ONCE
+    if (kipp_cpu_bf16_decode_once && m >= BF16_DECODE_MIN_ROWS &&
+        qdec_rows(k) >= QDEC_PANEL_ROWS) {
+        decoded_rows(SRC_BF16, (const uint8_t *)w, (size_t)k * sizeof(uint16_t), k, xb, x_stride, m,
+                     n0, n1, y);
+        return;
+    }
+#endif
+    blocked_rows(w, SRC_BF16, 0, k, xb, x_stride, n0, n1, m, y);
+}
+
+static void matmul_bf16(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1, const void *x,
+                        size_t x_stride, uint32_t m, float *const *y) {
+    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_ROWS);
+}
+
+static void matmul_bf16_seq(const uint16_t *w, uint32_t k, uint32_t n0, uint32_t n1,
+                            const void *x, size_t x_stride, uint32_t m, float *const *y) {
+    matmul_bf16_pf(w, k, n0, n1, x, x_stride, m, y, PF_SEQ);
+}
+
+#ifndef KIPP_BLOCKED_BF16_ONLY /* avx2i8 has its own quantized matmuls */
 static inline __attribute__((always_inline)) void q_panels(int t, const uint8_t *wb,
                                                            size_t row_bytes, uint32_t k,
                                                            const char *xb, size_t x_stride,
@@ -430,26 +479,11 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
                      m - c0 < FEW_ROWS ? m - c0 : FEW_ROWS, n0, n1, y + c0);
         return;
     }
-    uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
-    if (rows > QDEC_ROWS) rows = QDEC_ROWS;
-    if (rows < QDEC_PANEL_ROWS) {
+    if (qdec_rows(k) < QDEC_PANEL_ROWS) {
         q_panels(t, wb, row_bytes, k, xb, x_stride, m, n0, n1, y);
         return;
     }
-    _Alignas(64) QDEC_T dec[QDEC_BYTES / sizeof(QDEC_T)];
-    _Alignas(64) vf carry[W_BLOCK][MC];
-    for (uint32_t nb = n0; nb < n1; nb += rows) {
-        uint32_t ne = nb + rows < n1 ? nb + rows : n1;
-        for (uint32_t n = nb; n < ne; n++)
-            for (uint32_t b = 0; b < nblk; b++)
-                qdecode_block(t, wb + (size_t)n * row_bytes, b,
-                              dec + (size_t)(n - nb) * k + (size_t)32 * b);
-        uint32_t nn = ne + rows < n1 ? ne + rows : n1; /* the rows decoded next */
-        const dec_rows d = {dec, k, nb, 0};
-        block_rows(&d, SRC_DEC, 0, k, 0, k, xb, x_stride, nb, ne, m, y,
-                   ne < n1 ? wb + (size_t)ne * row_bytes : NULL, (size_t)(nn - ne) * row_bytes,
-                   carry, 0);
-    }
+    decoded_rows(t, wb, row_bytes, k, xb, x_stride, m, n0, n1, y);
 }
 
 KIPP_CPU_MATMUL_Q_ENTRIES(, PF_ROWS)

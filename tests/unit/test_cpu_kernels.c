@@ -192,6 +192,48 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     CHECKF(memcmp(act2, act, kr->act_bytes(K)) == 0, "%s: sliced pack differs", kr->name);
 }
 
+/* Prefill-sized BF16 calls (M_MANY activation rows: past the avx512
+ * tier's BF16_DECODE_MIN_ROWS, where its BF16 rows are decoded once into
+ * FP32 rather than widened in every tile) give each row the bits one
+ * activation row gives, with kipp_cpu_bf16_decode_once on and off (it is
+ * off on AMD processors: both paths are held to the same bits wherever
+ * the test runs), whole and split into column ranges. */
+enum { M_MANY = 72 };
+static void test_matmul_many_rows(const kipp_cpu_kernels *kr, int K) {
+    static uint16_t w[N * K_LONG];
+    static float x[K_LONG];
+    static uint8_t act[M_MANY * (K_LONG * 6 + 64)];
+    size_t stride = kr->act_bytes(K);
+    for (int i = 0; i < N * K; i++) w[i] = kipp_f32_to_bf16(frand());
+    for (int r = 0; r < M_MANY; r++) {
+        for (int i = 0; i < K; i++) x[i] = frand() * 3.0f;
+        kr->pack_act(x, K, act + r * stride);
+    }
+    static float y_mv[M_MANY][N], y_mm[M_MANY][N];
+    float *rows[M_MANY];
+    for (int r = 0; r < M_MANY; r++) {
+        rows[0] = y_mv[r];
+        kr->matmul_bf16(w, K, 0, N, act + r * stride, stride, 1, rows);
+    }
+    const int saved = kipp_cpu_bf16_decode_once;
+    for (int once = 0; once < 2; once++) {
+        kipp_cpu_bf16_decode_once = once;
+        memset(y_mm, 0, sizeof y_mm);
+        for (int r = 0; r < M_MANY; r++) rows[r] = y_mm[r];
+        kr->matmul_bf16(w, K, 0, N, act, stride, M_MANY, rows);
+        CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0,
+               "%s: a %d-row BF16 matmul (K=%d, decode once %d) differs from matvec", kr->name,
+               M_MANY, K, once);
+        memset(y_mm, 0, sizeof y_mm);
+        kr->matmul_bf16(w, K, 0, 13, act, stride, M_MANY, rows);
+        kr->matmul_bf16(w, K, 13, N, act, stride, M_MANY, rows);
+        CHECKF(memcmp(y_mm, y_mv, sizeof y_mm) == 0,
+               "%s: a column-split %d-row BF16 matmul (K=%d, decode once %d) differs from matvec",
+               kr->name, M_MANY, K, once);
+    }
+    kipp_cpu_bf16_decode_once = saved;
+}
+
 static void test_norm_rope_silu(const kipp_cpu_kernels *kr) {
     const double tol = RMSNORM_TOL;
     enum { H = 384 };
@@ -586,6 +628,8 @@ int main(void) {
         ran++;
         test_matmul(kr, K_SHORT);
         test_matmul(kr, K_LONG);
+        test_matmul_many_rows(kr, K_SHORT);
+        test_matmul_many_rows(kr, K_LONG);
         test_norm_rope_silu(kr);
         test_attention(kr);
         test_attention_group(kr);
