@@ -26,6 +26,12 @@
  *                            unless defined; avx512bf16: uint16_t, BF16)
  *   FEW_ROWS, FEW_PASSES, FEW_SPAN_MIN_ROWS  optional: how many activation
  *                            rows take the few-rows tiles (below)
+ *   BF16_DECODE_ONCE, BF16_DECODE_MIN_ROWS, bf16_decode_block(row, b, dst)
+ *                            optional: BF16 calls of that many rows or
+ *                            more decode their rows once into FP32 (the
+ *                            packed order) where kipp_cpu_bf16_decode_once
+ *                            is set, as the quantized schemes do
+ *                            (decoded_rows; avx512)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
@@ -322,7 +328,7 @@ static inline __attribute__((always_inline)) uint32_t qdec_rows(uint32_t k) {
 }
 
 /* Weight rows [n0, n1) of source t (a quantized scheme, or SRC_BF16 where
- * the tier decodes BF16 once: BF16_DECODE_ONCE, below), qdec_rows(k) >=
+ * the tier decodes BF16 once: BF16_DECODE_ONCE), qdec_rows(k) >=
  * QDEC_PANEL_ROWS of them at a time decoded into FP32 and run against
  * every activation row (block_rows on SRC_DEC), each block prefetching
  * the rows decoded next. */
