@@ -222,7 +222,6 @@ static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C]
                                                            size_t ws, const char *x0,
                                                            const char *x3, size_t xs, int R,
                                                            int C) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     __m512 we[8], wo[8];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
@@ -230,10 +229,8 @@ static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C]
         if (src == SRC_DEC) {
             we[r] = _mm512_load_ps((const float *)wr);
             wo[r] = _mm512_load_ps((const float *)wr + 16);
-        } else { /* SRC_BF16: widened as tile_span does */
-            __m512i wv = _mm512_loadu_si512(wr);
-            we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-            wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+        } else { /* SRC_BF16 */
+            bf16_widen_pair(_mm512_loadu_si512(wr), &we[r], &wo[r]);
         }
     }
     #pragma GCC unroll 8
@@ -372,7 +369,6 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
     }
 #endif
     __m512 acc[8][TILE_C];
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
@@ -395,8 +391,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
                 __m512i wv = row_pf(PF) ? load_line_quarters(wr) : _mm512_loadu_si512(wr);
                 if (row_pf(PF))
                     _mm_prefetch((const char *)(wr + row_pf_ahead(R, C, k, PF)), _MM_HINT_T0);
-                we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-                wo[r] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
+                bf16_widen_pair(wv, &we[r], &wo[r]);
             } else { /* a quantized block, decoded here */
                 __m512 wv[2];
                 qweights(src, qtile_block(&qt, r), 0, wv);
@@ -449,10 +444,10 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
 #endif
 static inline __attribute__((always_inline)) void bf16_decode_block(const uint16_t *row,
                                                                     uint32_t b, float *dst) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i wv = _mm512_loadu_si512(row + (size_t)32 * b);
-    _mm512_store_ps(dst, _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)));
-    _mm512_store_ps(dst + 16, _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask)));
+    __m512 even, odd;
+    bf16_widen_pair(_mm512_loadu_si512(row + (size_t)32 * b), &even, &odd);
+    _mm512_store_ps(dst, even);
+    _mm512_store_ps(dst + 16, odd);
 }
 #endif
 

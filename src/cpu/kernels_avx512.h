@@ -73,6 +73,15 @@ static inline __attribute__((always_inline)) __m512i load_line_quarters(const ui
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
+/* 32 BF16 values (value 2j in the low, 2j+1 in the high half of dword j)
+ * as two exact FP32 vectors, evens and odds: one shift, one AND. Every
+ * avx512 path that widens BF16 weights or K/V rows does it here. */
+static inline __attribute__((always_inline)) void bf16_widen_pair(__m512i wv, __m512 *even,
+                                                                  __m512 *odd) {
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(wv, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
 /* A Q4 block's 16 possible weights, entry i for nibble i: Q4_0 d (i - 8),
  * Q4_1 FMA(d, i, m) -- bitwise the oracle's values (d i is exact: an FP16
  * significand of 11 bits times 4 bits, so the FMA rounds d i + m once, as
@@ -245,13 +254,9 @@ static inline void att_load_q(const float *q, float *qd) {
 }
 
 static inline __attribute__((always_inline)) void att_widen_k(const uint16_t *k, att_krow *kw) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     #pragma GCC unroll 4
-    for (int c = 0; c < ATT_VECS / 2; c++) {
-        __m512i wv = _mm512_loadu_si512(k + 32 * c);
-        kw->v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-        kw->v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
-    }
+    for (int c = 0; c < ATT_VECS / 2; c++)
+        bf16_widen_pair(_mm512_loadu_si512(k + 32 * c), &kw->v[2 * c], &kw->v[2 * c + 1]);
 }
 
 /* A Q8_0 cache row (4 blocks) widened to its exact values, in att_widen_k's
@@ -271,14 +276,10 @@ static inline __attribute__((always_inline)) void att_widen_q8(const kipp_block_
  * load), as the widened block's zero-filled rows do. */
 static inline __attribute__((always_inline)) void att_widen_at(const uint16_t *k, uint32_t j,
                                                                uint32_t n, __m512 v[ATT_VECS]) {
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     __mmask32 live = j < n ? (__mmask32)0xffffffffu : 0; /* past n: a zero row, no read */
     #pragma GCC unroll 4
-    for (int c = 0; c < ATT_VECS / 2; c++) {
-        __m512i wv = _mm512_maskz_loadu_epi16(live, k + 32 * c);
-        v[2 * c] = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
-        v[2 * c + 1] = _mm512_castsi512_ps(_mm512_and_si512(wv, hi_mask));
-    }
+    for (int c = 0; c < ATT_VECS / 2; c++)
+        bf16_widen_pair(_mm512_maskz_loadu_epi16(live, k + 32 * c), &v[2 * c], &v[2 * c + 1]);
 }
 
 /* Row j: kw[j] when the block was widened (kw != NULL), else cache row j
