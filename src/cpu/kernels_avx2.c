@@ -72,9 +72,20 @@ typedef __m256 vf;
 #define VF_EXP_MIN (-87.3f)
 #include "cpu/kernels_simd.h"
 
+/* Eight BF16 values widened to FP32 (the 16 bits above 16 zero bits):
+ * the 16 bytes loaded into both halves of a YMM register (a pure load)
+ * and placed by one byte shuffle, which runs beside the FMAs on Intel's
+ * port 5, where zero-extending (a port-5 shuffle) and shifting (ports 0
+ * and 1, the FMAs') took two operations, one of them an FMA slot. Intel
+ * Xeon family 6 model 207 held to avx2, kernel_micro, one thread: the
+ * BF16 matmul tile 65.2-65.8 -> 68.3-68.7 GFLOPS, BF16 decode's rows
+ * 31.8 -> 33.3-33.7 GB/s (docs/BENCHMARKS.md "Stop 68"). */
 static inline __m256 bf16x8_to_f32(const uint16_t *p) {
-    __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    const __m256i place = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7,
+                                           -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1,
+                                           14, 15);
+    __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(h, place));
 }
 
 /* ---- quantized weights: Q8_0, Q4_0 (scale4_gs32), Q4_1 (affine4_gs32) ----
@@ -135,6 +146,25 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     for (int v = 0; v < 4; v++) _mm256_store_ps(dst + 8 * v, wv[v]);
 }
 
+#ifndef KIPP_AVX2_I8
+/* BF16 prefill of BF16_DECODE_MIN_ROWS or more activation rows decodes
+ * its weight rows once into FP32 (kernels_blocked.h decoded_rows), as
+ * kernels_avx512.c does and where kipp_cpu_bf16_decode_once says (not on
+ * AMD): the tile then loads FP32 rows instead of widening each 8 values
+ * for every activation tile. Same values in the same order, so the same
+ * bits. Measured: docs/BENCHMARKS.md "Stop 68". */
+#define BF16_DECODE_ONCE 1
+#ifndef BF16_DECODE_MIN_ROWS
+#define BF16_DECODE_MIN_ROWS 64
+#endif
+static inline __attribute__((always_inline)) void bf16_decode_block(const uint16_t *row,
+                                                                    uint32_t b, float *dst) {
+    #pragma GCC unroll 4
+    for (int v = 0; v < 4; v++)
+        _mm256_store_ps(dst + 8 * v, bf16x8_to_f32(row + (size_t)32 * b + 8 * v));
+}
+#endif
+
 /* Matrix-matrix tiles: 3 weight rows x 4 activation rows -- 12
  * accumulators, the 3 weight vectors of a step and one activation vector at
  * a time fill the 16 YMM registers. The weight rows stream from L2 past an
@@ -150,6 +180,108 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * are one more than the 16 registers). */
 #define MR 3
 #define MC 4
+
+#ifndef KIPP_AVX2_I8 /* not its activation records */
+/* The prefill's matrix-matrix tiles (PF_NONE, MR weight rows, 1 .. MC
+ * activation rows) over BF16 rows or decoded FP32 rows (SRC_BF16,
+ * SRC_DEC): tile_span's per-output sequence, written with one pointer
+ * into the weight rows and two into the activation rows (tile_row) and
+ * compiled out of line (mm_tile_3), as kernels_avx512.c's mm_tile_4 and
+ * for the same reason: tile_span's general loop, inlined into
+ * block_rows' loops, kept the rows' offsets on the stack and rebuilt each
+ * address from them, ~38 instructions per 12 FMAs here (perf annotate,
+ * Intel Xeon family 6 model 207 held to avx2). Measured: docs/
+ * BENCHMARKS.md "Stop 68". */
+
+/* One 32-value chunk, four 8-value steps: R weight rows against C
+ * activation rows. */
+static inline __attribute__((always_inline)) void mm_chunk(__m256 (*acc)[MC], int src,
+                                                           const char *w0, size_t ws,
+                                                           const char *x0, const char *x3,
+                                                           size_t xs, int R, int C) {
+    #pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) {
+        __m256 wv[MR];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const char *wr = tile_row(w0, w0 + 3 * ws, ws, r);
+            wv[r] = src == SRC_DEC ? _mm256_load_ps((const float *)wr + 8 * v)
+                                   : bf16x8_to_f32((const uint16_t *)wr + 8 * v);
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m256 xv = _mm256_loadu_ps((const float *)tile_row(x0, x3, xs, c) + 8 * v);
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride, int R, int C,
+             uint32_t n, uint32_t m, float *const *y, uint32_t k0, uint32_t k1,
+             __m256 (*carry)[MC], next_pf *np) {
+    __m256 acc[MR][MC];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
+    size_t ws;
+    const char *w0;
+    if (src == SRC_DEC) {
+        ws = ((const dec_rows *)w)->stride * sizeof(float);
+        w0 = dec_ptr(w, n, k0, sizeof(float));
+    } else {
+        ws = (size_t)k * sizeof(uint16_t);
+        w0 = (const char *)w + (size_t)n * ws + (size_t)k0 * sizeof(uint16_t);
+    }
+    const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
+    const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
+    enum { X_STEP = 32 * sizeof(float) };
+    uint32_t chunks = (k1 - k0) / 32;
+    const char *pf;
+    size_t pf_step;
+    uint32_t pf_chunks = next_pf_take(np, chunks, &pf, &pf_step);
+    for (uint32_t j = 0; j < chunks; j++) {
+        if (j < pf_chunks) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            _mm_prefetch(pf + pf_step - 64, _MM_HINT_T1);
+            pf += pf_step;
+        }
+        mm_chunk(acc, src, w0, ws, x0, x3, x_stride, R, C);
+        w0 += w_step, x0 += X_STEP, x3 += X_STEP;
+    }
+    if (k1 < k) {
+        TILE_PARK(acc, carry, R, C);
+        return;
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[m + c][n + r] = hsum8(acc[r][c]);
+}
+
+static __attribute__((noinline)) void mm_tile_3(const void *w, int src, uint32_t k, const char *x,
+                                                size_t x_stride, int C, uint32_t n, uint32_t m,
+                                                float *const *y, uint32_t k0, uint32_t k1,
+                                                __m256 (*carry)[MC], next_pf *np) {
+#define MM_TILE(S, CC) mm_tile_span(w, S, k, x, x_stride, MR, CC, n, m, y, k0, k1, carry, np)
+#define MM_TILE_C(S)                  \
+    switch (C) {                      \
+    case 1: MM_TILE(S, 1); break;     \
+    case 2: MM_TILE(S, 2); break;     \
+    case 3: MM_TILE(S, 3); break;     \
+    default: MM_TILE(S, MC); break;   \
+    }
+    _Static_assert(MC == 4 && MR == 3, "mm_tile_3 covers 3 weight rows x 1 .. 4 activation rows");
+    if (src == SRC_DEC)
+        MM_TILE_C(SRC_DEC)
+    else
+        MM_TILE_C(SRC_BF16)
+#undef MM_TILE_C
+#undef MM_TILE
+}
+#endif
 
 /* tile_span: chunks [k0, k1) of an R x C tile (R weight rows x C
  * activation rows; R, C, PF and src compile-time constants at every call
@@ -173,6 +305,12 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m256 (*carry)[MC], next_pf *np) {
+#ifndef KIPP_AVX2_I8
+    if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MR && C <= MC && rs == 1) {
+        mm_tile_3(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
+        return;
+    }
+#endif
     __m256 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)

@@ -206,16 +206,6 @@ static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint
  * every path to the oracle's sequence; swapping the even and odd FMAs
  * here fails them). */
 
-/* Row times of a tile: base + stride * times, where rows 0-2 and 4 are
- * w0 + ws * {0, 1, 2, 4} and row 3 is w3 = w0 + 3 ws -- every address a
- * base plus a scaled index, six general registers for a tile's rows
- * (with one per row, gcc spilled vectors to the stack). */
-static inline __attribute__((always_inline)) const char *mm_row(const char *base0,
-                                                                const char *base3, size_t stride,
-                                                                int i) {
-    return i == 3 ? base3 : i < 5 ? base0 + stride * (size_t)i : base3 + stride * (size_t)(i - 3);
-}
-
 /* One 32-value chunk: R weight rows against C activation rows. */
 static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C], int src,
                                                            const char *w0, const char *w3,
@@ -225,7 +215,7 @@ static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C]
     __m512 we[8], wo[8];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-        const char *wr = mm_row(w0, w3, ws, r);
+        const char *wr = tile_row(w0, w3, ws, r);
         if (src == SRC_DEC) {
             we[r] = _mm512_load_ps((const float *)wr);
             wo[r] = _mm512_load_ps((const float *)wr + 16);
@@ -235,7 +225,7 @@ static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C]
     }
     #pragma GCC unroll 8
     for (int c = 0; c < C; c++) {
-        const float *xc = (const float *)mm_row(x0, x3, xs, c);
+        const float *xc = (const float *)tile_row(x0, x3, xs, c);
         __m512 xe = _mm512_loadu_ps(xc), xo = _mm512_loadu_ps(xc + 16);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -267,19 +257,10 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
     const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
     const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
     enum { X_STEP = 32 * sizeof(float) };
-    /* The next block's prefetch: next_pf_step's lines, at most two a
-     * chunk, in the first pf_chunks chunks (around next_pf_step's own
-     * loop gcc spilled accumulators). */
-    uint32_t chunks = (k1 - k0) / 32, pf_chunks = 0;
-    const char *pf = NULL;
-    size_t pf_step = 0;
-    if (np && np->p < np->end) {
-        pf = np->p;
-        pf_step = (np->per_step < 2 ? np->per_step : 2) * 64;
-        size_t left = ((size_t)(np->end - pf) + pf_step - 1) / pf_step;
-        pf_chunks = left < chunks ? (uint32_t)left : chunks;
-        np->p = pf + (size_t)pf_chunks * pf_step;
-    }
+    uint32_t chunks = (k1 - k0) / 32;
+    const char *pf;
+    size_t pf_step;
+    uint32_t pf_chunks = next_pf_take(np, chunks, &pf, &pf_step);
     for (uint32_t j = 0; j < chunks; j++) {
         if (j < pf_chunks) {
             _mm_prefetch(pf, _MM_HINT_T1);

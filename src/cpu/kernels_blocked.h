@@ -31,7 +31,7 @@
  *                            more decode their rows once into FP32 (the
  *                            packed order) where kipp_cpu_bf16_decode_once
  *                            is set, as the quantized schemes do
- *                            (decoded_rows; avx512)
+ *                            (decoded_rows; avx2, avx512)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and

@@ -187,6 +187,17 @@ typedef struct qtile_ptrs {
     size_t rs, rs3;
 } qtile_ptrs;
 
+/* Row i of a prefill tile (mm_tile_span, kernels_avx2.c and
+ * kernels_avx512.c): base0 + stride * i, where rows 0-2 and 4 are base0 +
+ * stride * {0, 1, 2, 4} and row 3 is base3 = base0 + 3 stride -- every
+ * address a base plus a scaled index, six general registers for a tile's
+ * rows (with one per row, gcc spilled vectors to the stack). */
+static inline __attribute__((always_inline)) const char *tile_row(const char *base0,
+                                                                  const char *base3,
+                                                                  size_t stride, int i) {
+    return i == 3 ? base3 : i < 5 ? base0 + stride * (size_t)i : base3 + stride * (size_t)(i - 3);
+}
+
 /* Every qtile_ function is a no-op for the non-quantized sources (SRC_BF16,
  * SRC_DEC), so a tile that reads several sources calls them unguarded. */
 static inline __attribute__((always_inline)) qtile_ptrs qtile_at(const void *w, size_t row_bytes,
@@ -279,6 +290,26 @@ static inline __attribute__((always_inline)) void next_pf_step(next_pf *s) {
     if (!s) return;
     for (size_t i = 0; i < s->per_step && s->p < s->end; i++, s->p += 64)
         _mm_prefetch(s->p, _MM_HINT_T1);
+}
+
+/* The out-of-line prefill tiles' share of the next block's prefetch
+ * (mm_tile_span in kernels_avx2.c and kernels_avx512.c): next_pf_step's
+ * lines, at most two a 32-value chunk, taken from np up front for the
+ * first of a span's chunks (the return value; *pf, *pf_step: where they
+ * start, bytes per chunk), so the tile's loop issues them without an inner
+ * loop -- around next_pf_step's own loop gcc spilled accumulators. */
+static inline __attribute__((always_inline)) uint32_t next_pf_take(next_pf *np, uint32_t chunks,
+                                                                   const char **pf,
+                                                                   size_t *pf_step) {
+    *pf = NULL;
+    *pf_step = 0;
+    if (!np || np->p >= np->end) return 0;
+    *pf = np->p;
+    *pf_step = (np->per_step < 2 ? np->per_step : 2) * 64;
+    size_t left = ((size_t)(np->end - *pf) + *pf_step - 1) / *pf_step;
+    uint32_t taken = left < chunks ? (uint32_t)left : chunks;
+    np->p = *pf + (size_t)taken * *pf_step;
+    return taken;
 }
 
 static inline __attribute__((always_inline)) void qtile_step(qtile_ptrs *q, int t) {

@@ -192,9 +192,9 @@ static void test_matmul(const kipp_cpu_kernels *kr, int K) {
     CHECKF(memcmp(act2, act, kr->act_bytes(K)) == 0, "%s: sliced pack differs", kr->name);
 }
 
-/* Prefill-sized BF16 calls (M_MANY activation rows: past the avx512
- * tier's BF16_DECODE_MIN_ROWS, where its BF16 rows are decoded once into
- * FP32 rather than widened in every tile) give each row the bits one
+/* Prefill-sized BF16 calls (M_MANY activation rows: past the avx2 and
+ * avx512 tiers' BF16_DECODE_MIN_ROWS, where their BF16 rows are decoded
+ * once into FP32 rather than widened in every tile) give each row the bits one
  * activation row gives, with kipp_cpu_bf16_decode_once on and off (it is
  * off on AMD processors: both paths are held to the same bits wherever
  * the test runs), whole and split into column ranges. */
