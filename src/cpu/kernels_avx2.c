@@ -9,7 +9,8 @@
  * k = j, j+8, ... by FMA; the lanes fold in one fixed tree (hsum8). Every
  * tile -- matrix-vector (8 BF16 or 4 quantized weight rows x 1) and
  * matrix-matrix (3 weight rows x 4 activation rows), whatever the weight
- * source -- runs exactly this per output (tile_span). */
+ * source -- runs exactly this per output (tile_span; the prefill's
+ * out-of-line mm_tile_3 is the same sequence with leaner addressing). */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
