@@ -29,6 +29,8 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 }
 /* FP32 value i (a multiple of 8) of packed activation row xr. */
 #define ACT_F32(xr, i) ((const float *)(xr) + (i))
+/* Bytes from one 32-value chunk's FP32 values to the next's. */
+#define ACT_CHUNK_BYTES (32 * sizeof(float))
 #endif
 
 /* ((0+4)+(2+6)) + ((1+5)+(3+7)) -- the one lane-to-scalar fold. */
@@ -147,7 +149,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     for (int v = 0; v < 4; v++) _mm256_store_ps(dst + 8 * v, wv[v]);
 }
 
-#ifndef KIPP_AVX2_I8
 /* BF16 prefill of BF16_DECODE_MIN_ROWS or more activation rows decodes
  * its weight rows once into FP32 (kernels_blocked.h decoded_rows), as
  * kernels_avx512.c does and where kipp_cpu_bf16_decode_once says (not on
@@ -164,7 +165,6 @@ static inline __attribute__((always_inline)) void bf16_decode_block(const uint16
     for (int v = 0; v < 4; v++)
         _mm256_store_ps(dst + 8 * v, bf16x8_to_f32(row + (size_t)32 * b + 8 * v));
 }
-#endif
 
 /* Matrix-matrix tiles: 3 weight rows x 4 activation rows -- 12
  * accumulators, the 3 weight vectors of a step and one activation vector at
@@ -182,7 +182,6 @@ static inline __attribute__((always_inline)) void bf16_decode_block(const uint16
 #define MR 3
 #define MC 4
 
-#ifndef KIPP_AVX2_I8 /* not its activation records */
 /* The prefill's matrix-matrix tiles (PF_NONE, MR weight rows, 1 .. MC
  * activation rows) over BF16 rows or decoded FP32 rows (SRC_BF16,
  * SRC_DEC): tile_span's per-output sequence, written with one pointer
@@ -238,7 +237,7 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
     }
     const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
     const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
-    enum { X_STEP = 32 * sizeof(float) };
+    enum { X_STEP = ACT_CHUNK_BYTES };
     uint32_t chunks = (k1 - k0) / 32;
     const char *pf;
     size_t pf_step;
@@ -282,7 +281,6 @@ static __attribute__((noinline)) void mm_tile_3(const void *w, int src, uint32_t
 #undef MM_TILE_C
 #undef MM_TILE
 }
-#endif
 
 /* tile_span: chunks [k0, k1) of an R x C tile (R weight rows x C
  * activation rows; R, C, PF and src compile-time constants at every call
@@ -306,12 +304,10 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m256 (*carry)[MC], next_pf *np) {
-#ifndef KIPP_AVX2_I8
     if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MR && C <= MC && rs == 1) {
         mm_tile_3(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
         return;
     }
-#endif
     __m256 acc[8][MC];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)

@@ -20,7 +20,8 @@
  * tiles before it took ~6 and ran 10-25 % slower than avx2's FP32 ones).
  *
  * ACTIVATIONS: kernels_i8_act.h's records, the FP32 part in value order
- * (avx2's tile_span reads it through ACT_F32).
+ * (avx2's tile_span and mm_tile_span read it through ACT_F32 and
+ * ACT_CHUNK_BYTES).
  *
  * kernels_avx2i8_vnni.c compiles this file again with KIPP_I8_VNNI:
  * each integer dot one vpdpbusd, the same sums, the same bits. */

@@ -19,7 +19,7 @@
  * and elementwise ops: kernels_avx512.h, shared with the avx512bf16 tier.
  * kernels_avx512i8.c compiles this file a second time for the opt-in
  * avx512i8 tier, with its own activation records (KIPP_AVX512_I8,
- * ACT_F32) and its own quantized matmuls (KIPP_BLOCKED_BF16_ONLY);
+ * ACT_F32, ACT_CHUNK_BYTES) and its own quantized matmuls (KIPP_BLOCKED_BF16_ONLY);
  * kernels_avx512_vbmi.c compiles it again with AVX512_VBMI, whose Q8_0
  * block decoder (kernels_avx512.h q8_evens_odds) takes fewer operations
  * for the same values. */
@@ -48,6 +48,8 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 }
 /* FP32 value i (a multiple of 32) of packed activation row xr. */
 #define ACT_F32(xr, i) ((const float *)(xr) + (i))
+/* Bytes from one 32-value chunk's FP32 values to the next's. */
+#define ACT_CHUNK_BYTES (32 * sizeof(float))
 #endif
 
 /* Matrix-matrix tiles: 4 weight rows x MC activation rows. Stop 47: 4 x 5
@@ -256,7 +258,7 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
     const char *w3 = w0 + 3 * ws;
     const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
     const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
-    enum { X_STEP = 32 * sizeof(float) };
+    enum { X_STEP = ACT_CHUNK_BYTES };
     uint32_t chunks = (k1 - k0) / 32;
     const char *pf;
     size_t pf_step;
@@ -277,7 +279,6 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
     store_tile(&acc[0][0], TILE_C, R, C, n, 1, m, y);
 }
 
-#ifndef KIPP_AVX512_I8 /* not its activation records */
 enum { MM_TILE_ROWS = 4 }; /* block_rows' MR */
 static __attribute__((noinline)) void mm_tile_4(const void *w, int src, uint32_t k, const char *x,
                                                 size_t x_stride, int C, uint32_t n, uint32_t m,
@@ -301,7 +302,6 @@ static __attribute__((noinline)) void mm_tile_4(const void *w, int src, uint32_t
 #undef MM_TILE_C
 #undef MM_TILE
 }
-#endif
 
 /* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
  * the accumulators up from carry[r][c] and one with k1 < k leaves them
@@ -343,12 +343,12 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
         qdecode_tile(src, w, row_bytes, k, (const float *)(x + (size_t)m * x_stride), n, y);
         return;
     }
+#endif
     if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MM_TILE_ROWS && C <= MC &&
         rs == 1) {
         mm_tile_4(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
         return;
     }
-#endif
     __m512 acc[8][TILE_C];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -409,7 +409,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
     _mm512_store_ps(dst + 16, wv[1]);
 }
 
-#ifndef KIPP_AVX512_I8
 /* BF16 prefill decodes its weight rows once into FP32, as the quantized
  * schemes do (kernels_blocked.h decoded_rows), rather than widening each
  * chunk in every tile: the widening's shift and AND share ports 0 and 5
@@ -430,7 +429,6 @@ static inline __attribute__((always_inline)) void bf16_decode_block(const uint16
     _mm512_store_ps(dst, even);
     _mm512_store_ps(dst + 16, odd);
 }
-#endif
 
 #define MV_ROWS_BF16 8 /* decode, PF_ROWS: 8 weight rows in flight */
 #define MV_ROWS_Q QDECODE_TILE_ROWS

@@ -27,7 +27,8 @@
  *
  * ACTIVATIONS: kernels_i8_act.h's records, each block's FP32 part in
  * avx512's packed order (evens, then odds; kernels_avx512.c pack_act),
- * which avx512's tile_span reads through ACT_F32. */
+ * which avx512's tile_span and mm_tile_span read through ACT_F32 and
+ * ACT_CHUNK_BYTES. */
 #if defined(__x86_64__)
 #include "cpu/kernels_i8_act.h"
 

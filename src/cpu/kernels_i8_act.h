@@ -60,6 +60,9 @@ static size_t act_bytes(uint32_t k) { return (size_t)(k + 31) / 32 * I8_REC; }
  * value order) or of 32 (avx512i8: the block's 32 values, evens then
  * odds). */
 #define ACT_F32(xr, i) ((const float *)((const char *)(xr) + (size_t)(i) / 32 * I8_REC) + (i) % 32)
+/* Bytes from one 32-value block's FP32 values to the next's (the prefill
+ * tiles' step along an activation row, mm_tile_span). */
+#define ACT_CHUNK_BYTES I8_REC
 
 #define I8_TINY 0x1p-120f
 
