@@ -208,11 +208,12 @@ extern float kipp_cpu_f16_table_m16[65536];
  * docs/BENCHMARKS.md: at 16,384 codes the pairs stream 2-10 % faster;
  * at a few thousand or fewer, even). 512 KiB. */
 extern float kipp_cpu_f16_table_q8_pair[65536][2];
-/* Whether the avx2 and avx512 tiers' BF16 prefill (calls of
- * BF16_DECODE_MIN_ROWS or more activation rows) decodes its weight rows
- * once into FP32 (BF16_DECODE_ONCE in kernels_avx2.c and
- * kernels_avx512.c) instead of widening them in every tile. Set with the tables above, before any tier is handed out: on every
- * processor but AMD's, whose vector integer pipes are not the FMAs' (the
+/* Whether the BF16 prefill of the avx2 and avx512 tiers (and of their i8
+ * builds) decodes its weight rows once into FP32 for calls of
+ * BF16_DECODE_MIN_ROWS or more activation rows (BF16_DECODE_ONCE in
+ * kernels_avx2.c and kernels_avx512.c) instead of widening them in every
+ * tile. Set with the tables above, before any tier is handed out: on
+ * every processor but AMD's, whose vector integer pipes are not the FMAs' (the
  * widening's cost there is other, and the change is unmeasured). The same
  * bits either way; tests/unit/test_cpu_kernels.c flips it to hold both
  * paths to them. Nothing else writes it. */

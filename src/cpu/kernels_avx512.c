@@ -19,7 +19,8 @@
  * and elementwise ops: kernels_avx512.h, shared with the avx512bf16 tier.
  * kernels_avx512i8.c compiles this file a second time for the opt-in
  * avx512i8 tier, with its own activation records (KIPP_AVX512_I8,
- * ACT_F32, ACT_CHUNK_BYTES) and its own quantized matmuls (KIPP_BLOCKED_BF16_ONLY);
+ * ACT_F32, ACT_CHUNK_BYTES) and its own quantized matmuls
+ * (KIPP_BLOCKED_BF16_ONLY);
  * kernels_avx512_vbmi.c compiles it again with AVX512_VBMI, whose Q8_0
  * block decoder (kernels_avx512.h q8_evens_odds) takes fewer operations
  * for the same values. */

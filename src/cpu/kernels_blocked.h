@@ -31,7 +31,8 @@
  *                            more decode their rows once into FP32 (the
  *                            packed order) where kipp_cpu_bf16_decode_once
  *                            is set, as the quantized schemes do
- *                            (decoded_rows; avx2, avx512)
+ *                            (decoded_rows; avx2, avx512, and
+ *                            their i8 builds)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
