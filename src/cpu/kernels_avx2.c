@@ -227,14 +227,7 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
     size_t ws;
-    const char *w0;
-    if (src == SRC_DEC) {
-        ws = ((const dec_rows *)w)->stride * sizeof(float);
-        w0 = dec_ptr(w, n, k0, sizeof(float));
-    } else {
-        ws = (size_t)k * sizeof(uint16_t);
-        w0 = (const char *)w + (size_t)n * ws + (size_t)k0 * sizeof(uint16_t);
-    }
+    const char *w0 = mm_weight_row(w, src, k, n, k0, &ws);
     const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
     const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
     enum { X_STEP = ACT_CHUNK_BYTES };
@@ -243,11 +236,7 @@ mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride,
     size_t pf_step;
     uint32_t pf_chunks = next_pf_take(np, chunks, &pf, &pf_step);
     for (uint32_t j = 0; j < chunks; j++) {
-        if (j < pf_chunks) {
-            _mm_prefetch(pf, _MM_HINT_T1);
-            _mm_prefetch(pf + pf_step - 64, _MM_HINT_T1);
-            pf += pf_step;
-        }
+        if (j < pf_chunks) next_pf_chunk(&pf, pf_step);
         mm_chunk(acc, src, w0, ws, x0, x3, x_stride, R, C);
         w0 += w_step, x0 += X_STEP, x3 += X_STEP;
     }

@@ -312,6 +312,26 @@ static inline __attribute__((always_inline)) uint32_t next_pf_take(next_pf *np, 
     return taken;
 }
 
+/* One chunk's share of what next_pf_take took: its (at most two) lines. */
+static inline __attribute__((always_inline)) void next_pf_chunk(const char **pf, size_t pf_step) {
+    _mm_prefetch(*pf, _MM_HINT_T1);
+    _mm_prefetch(*pf + pf_step - 64, _MM_HINT_T1);
+    *pf += pf_step;
+}
+
+/* A prefill tile's first weight row (row n at value k0) and, in *ws, the
+ * bytes between its rows: FP32 rows a dec_rows describes (SRC_DEC), or
+ * BF16 rows of k values (SRC_BF16). */
+static inline __attribute__((always_inline)) const char *
+mm_weight_row(const void *w, int src, uint32_t k, uint32_t n, uint32_t k0, size_t *ws) {
+    if (src == SRC_DEC) {
+        *ws = ((const dec_rows *)w)->stride * sizeof(float);
+        return dec_ptr(w, n, k0, sizeof(float));
+    }
+    *ws = (size_t)k * sizeof(uint16_t);
+    return (const char *)w + (size_t)n * *ws + (size_t)k0 * sizeof(uint16_t);
+}
+
 static inline __attribute__((always_inline)) void qtile_step(qtile_ptrs *q, int t) {
     if (t >= SRC_BF16) return;
     q->p0 += qblock_bytes(t);
