@@ -10,7 +10,8 @@
  * tile -- matrix-vector (8 BF16 or 4 quantized weight rows x 1) and
  * matrix-matrix (3 weight rows x 4 activation rows), whatever the weight
  * source -- runs exactly this per output (tile_span; the prefill's
- * out-of-line mm_tile_3 is the same sequence with leaner addressing). */
+ * out-of-line mm_tile, kernels_mm_tile.h, is the same sequence with
+ * leaner addressing). */
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
@@ -182,29 +183,23 @@ static inline __attribute__((always_inline)) void bf16_decode_block(const uint16
 #define MR 3
 #define MC 4
 
-/* The prefill's matrix-matrix tiles (PF_NONE, MR weight rows, 1 .. MC
- * activation rows) over BF16 rows or decoded FP32 rows (SRC_BF16,
- * SRC_DEC): tile_span's per-output sequence, written with one pointer
- * into the weight rows and two into the activation rows (tile_row) and
- * compiled out of line (mm_tile_3), as kernels_avx512.c's mm_tile_4 and
- * for the same reason: tile_span's general loop, inlined into
- * block_rows' loops, kept the rows' offsets on the stack and rebuilt each
- * address from them, ~38 instructions per 12 FMAs here (perf annotate,
- * Intel Xeon family 6 model 207 held to avx2). Measured: docs/
- * BENCHMARKS.md "Stop 68". */
+/* The prefill's out-of-line tile (kernels_mm_tile.h): 3 weight rows x 1
+ * .. 4 activation rows, a 32-value chunk as four 8-value steps. */
+#define MM_TILE_ROWS MR
 
-/* One 32-value chunk, four 8-value steps: R weight rows against C
- * activation rows. */
+/* One 32-value chunk, four 8-value steps: R weight rows (row 0 at w0; R
+ * <= 3, so w3 is not read) against C activation rows. */
 static inline __attribute__((always_inline)) void mm_chunk(__m256 (*acc)[MC], int src,
-                                                           const char *w0, size_t ws,
-                                                           const char *x0, const char *x3,
-                                                           size_t xs, int R, int C) {
+                                                           const char *w0, const char *w3,
+                                                           size_t ws, const char *x0,
+                                                           const char *x3, size_t xs, int R,
+                                                           int C) {
     #pragma GCC unroll 4
     for (int v = 0; v < 4; v++) {
         __m256 wv[MR];
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const char *wr = tile_row(w0, w0 + 3 * ws, ws, r);
+            const char *wr = tile_row(w0, w3, ws, r);
             wv[r] = src == SRC_DEC ? _mm256_load_ps((const float *)wr + 8 * v)
                                    : bf16x8_to_f32((const uint16_t *)wr + 8 * v);
         }
@@ -217,59 +212,16 @@ static inline __attribute__((always_inline)) void mm_chunk(__m256 (*acc)[MC], in
     }
 }
 
-static inline __attribute__((always_inline)) void
-mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride, int R, int C,
-             uint32_t n, uint32_t m, float *const *y, uint32_t k0, uint32_t k1,
-             __m256 (*carry)[MC], next_pf *np) {
-    __m256 acc[MR][MC];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
-    size_t ws;
-    const char *w0 = mm_weight_row(w, src, k, n, k0, &ws);
-    const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
-    const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
-    enum { X_STEP = ACT_CHUNK_BYTES };
-    uint32_t chunks = (k1 - k0) / 32;
-    const char *pf;
-    size_t pf_step;
-    uint32_t pf_chunks = next_pf_take(np, chunks, &pf, &pf_step);
-    for (uint32_t j = 0; j < chunks; j++) {
-        if (j < pf_chunks) next_pf_chunk(&pf, pf_step);
-        mm_chunk(acc, src, w0, ws, x0, x3, x_stride, R, C);
-        w0 += w_step, x0 += X_STEP, x3 += X_STEP;
-    }
-    if (k1 < k) {
-        TILE_PARK(acc, carry, R, C);
-        return;
-    }
+static inline __attribute__((always_inline)) void mm_store(__m256 (*acc)[MC], int R, int C,
+                                                           uint32_t n, uint32_t m,
+                                                           float *const *y) {
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) y[m + c][n + r] = hsum8(acc[r][c]);
 }
 
-static __attribute__((noinline)) void mm_tile_3(const void *w, int src, uint32_t k, const char *x,
-                                                size_t x_stride, int C, uint32_t n, uint32_t m,
-                                                float *const *y, uint32_t k0, uint32_t k1,
-                                                __m256 (*carry)[MC], next_pf *np) {
-#define MM_TILE(S, CC) mm_tile_span(w, S, k, x, x_stride, MR, CC, n, m, y, k0, k1, carry, np)
-#define MM_TILE_C(S)                  \
-    switch (C) {                      \
-    case 1: MM_TILE(S, 1); break;     \
-    case 2: MM_TILE(S, 2); break;     \
-    case 3: MM_TILE(S, 3); break;     \
-    default: MM_TILE(S, MC); break;   \
-    }
-    _Static_assert(MC == 4 && MR == 3, "mm_tile_3 covers 3 weight rows x 1 .. 4 activation rows");
-    if (src == SRC_DEC)
-        MM_TILE_C(SRC_DEC)
-    else
-        MM_TILE_C(SRC_BF16)
-#undef MM_TILE_C
-#undef MM_TILE
-}
+#include "cpu/kernels_mm_tile.h"
 
 /* tile_span: chunks [k0, k1) of an R x C tile (R weight rows x C
  * activation rows; R, C, PF and src compile-time constants at every call
@@ -293,15 +245,12 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           size_t x_stride, int R, int C, int PF, uint32_t n, uint32_t rs, uint32_t m,
           float *const *y,
           uint32_t k0, uint32_t k1, __m256 (*carry)[MC], next_pf *np) {
-    if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MR && C <= MC && rs == 1) {
-        mm_tile_3(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
+    if (mm_tile_takes(src, R, C, PF, rs)) {
+        mm_tile(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
         return;
     }
     __m256 acc[8][MC];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : carry[r][c];
+    TILE_START(acc, carry, R, C, k0);
     if (src == SRC_BF16 || src == SRC_DEC) {
         seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
         for (uint32_t i = k0; i < k1; i += 8) {

@@ -191,31 +191,18 @@ static inline __attribute__((always_inline)) void qdecode_tile(int t, const uint
     store_tile(acc, 1, R, 1, n, 1, 0, y);
 }
 
-/* The prefill's matrix-matrix tiles (PF_NONE, 4 weight rows) over BF16
- * rows or decoded FP32 rows (src SRC_BF16, SRC_DEC: quantized rows
- * decoded once): tile_span's per-output sequence, written with two
- * pointers into the weight rows and two into the activation rows, and
- * compiled out of line (mm_tile_4). tile_span's general loop, inlined
- * into block_rows' loops, rebuilt every row's address from values gcc
- * kept on the stack and copied vectors around its loads: ~120
- * instructions per 40 FMAs of a 4 x 5 tile, where a core that renames 6
- * a cycle and retires 2 FMAs (Intel Golden Cove) has room for 60. Inlined
- * where tile_span is, this loop spilled accumulators; out of line a
- * decoded chunk is its 18 loads, 40 FMAs and 6 scalar steps. Measured
- * (Intel Xeon family 6 model 207, kernel_micro matmul avx512, one
- * thread, 1,024 rows x 512, GFLOPS): docs/BENCHMARKS.md "Stop 67". Same
- * bits as tile_span: the operations per output are the ones listed
- * there (tests/unit/test_cpu_qkernels.c and test_cpu_kernels.c hold
- * every path to the oracle's sequence; swapping the even and odd FMAs
- * here fails them). */
+/* The prefill's out-of-line tile (kernels_mm_tile.h): 4 weight rows x 1
+ * .. 5 activation rows, a 32-value chunk as its even and odd halves (the
+ * packed activations' order). */
+#define MM_TILE_ROWS 4 /* block_rows' MR */
 
 /* One 32-value chunk: R weight rows against C activation rows. */
-static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C], int src,
+static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[MC], int src,
                                                            const char *w0, const char *w3,
                                                            size_t ws, const char *x0,
                                                            const char *x3, size_t xs, int R,
                                                            int C) {
-    __m512 we[8], wo[8];
+    __m512 we[MM_TILE_ROWS], wo[MM_TILE_ROWS];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         const char *wr = tile_row(w0, w3, ws, r);
@@ -238,60 +225,13 @@ static inline __attribute__((always_inline)) void mm_chunk(__m512 (*acc)[TILE_C]
     }
 }
 
-static inline __attribute__((always_inline)) void
-mm_tile_span(const void *w, int src, uint32_t k, const char *x, size_t x_stride, int R, int C,
-             uint32_t n, uint32_t m, float *const *y, uint32_t k0, uint32_t k1,
-             __m512 (*carry)[MC], next_pf *np) {
-    __m512 acc[8][TILE_C];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
-    size_t ws;
-    const char *w0 = mm_weight_row(w, src, k, n, k0, &ws);
-    const char *w3 = w0 + 3 * ws;
-    const char *x0 = (const char *)ACT_F32(x + (size_t)m * x_stride, k0), *x3 = x0 + 3 * x_stride;
-    const size_t w_step = src == SRC_DEC ? 32 * sizeof(float) : 32 * sizeof(uint16_t);
-    enum { X_STEP = ACT_CHUNK_BYTES };
-    uint32_t chunks = (k1 - k0) / 32;
-    const char *pf;
-    size_t pf_step;
-    uint32_t pf_chunks = next_pf_take(np, chunks, &pf, &pf_step);
-    for (uint32_t j = 0; j < chunks; j++) {
-        if (j < pf_chunks) next_pf_chunk(&pf, pf_step);
-        mm_chunk(acc, src, w0, w3, ws, x0, x3, x_stride, R, C);
-        w0 += w_step, w3 += w_step, x0 += X_STEP, x3 += X_STEP;
-    }
-    if (k1 < k) {
-        TILE_PARK(acc, carry, R, C);
-        return;
-    }
-    store_tile(&acc[0][0], TILE_C, R, C, n, 1, m, y);
+static inline __attribute__((always_inline)) void mm_store(__m512 (*acc)[MC], int R, int C,
+                                                           uint32_t n, uint32_t m,
+                                                           float *const *y) {
+    store_tile(&acc[0][0], MC, R, C, n, 1, m, y);
 }
 
-enum { MM_TILE_ROWS = 4 }; /* block_rows' MR */
-static __attribute__((noinline)) void mm_tile_4(const void *w, int src, uint32_t k, const char *x,
-                                                size_t x_stride, int C, uint32_t n, uint32_t m,
-                                                float *const *y, uint32_t k0, uint32_t k1,
-                                                __m512 (*carry)[MC], next_pf *np) {
-    enum { R = MM_TILE_ROWS };
-#define MM_TILE(S, CC) mm_tile_span(w, S, k, x, x_stride, R, CC, n, m, y, k0, k1, carry, np)
-#define MM_TILE_C(S)                  \
-    switch (C) {                      \
-    case 1: MM_TILE(S, 1); break;     \
-    case 2: MM_TILE(S, 2); break;     \
-    case 3: MM_TILE(S, 3); break;     \
-    case 4: MM_TILE(S, 4); break;     \
-    default: MM_TILE(S, MC); break;   \
-    }
-    _Static_assert(MC == 5, "mm_tile_4 covers 1 .. 5 activation rows");
-    if (src == SRC_DEC)
-        MM_TILE_C(SRC_DEC)
-    else
-        MM_TILE_C(SRC_BF16)
-#undef MM_TILE_C
-#undef MM_TILE
-}
+#include "cpu/kernels_mm_tile.h"
 
 /* tile_span: chunks [k0, k1) of an R x C tile. A span with k0 > 0 picks
  * the accumulators up from carry[r][c] and one with k1 < k leaves them
@@ -334,16 +274,12 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
         return;
     }
 #endif
-    if (PF == PF_NONE && (src == SRC_DEC || src == SRC_BF16) && R == MM_TILE_ROWS && C <= MC &&
-        rs == 1) {
-        mm_tile_4(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
+    if (mm_tile_takes(src, R, C, PF, rs)) {
+        mm_tile(w, src, k, x, x_stride, C, n, m, y, k0, k1, carry, np);
         return;
     }
     __m512 acc[8][TILE_C];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    TILE_START(acc, carry, R, C, k0);
     qtile_ptrs qt = qtile_at(w, row_bytes, n, rs, k0 / 32, src, R, PF);
     seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {
@@ -405,7 +341,7 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * with the FMAs (an avx512 core's only 512-bit ports on Intel), so each
  * chunk of a 4 x 5 tile took 48 operations there for 40 FMAs, and the
  * activation tiles (m / 5 of them) each paid it again. Decoded once, the
- * tile is mm_tile_4's FP32 loop. Same values (the widening is exact and
+ * tile is mm_tile's FP32 loop. Same values (the widening is exact and
  * lands in the same packed order), so the same bits. Measured: docs/
  * BENCHMARKS.md "Stop 67". */
 #define BF16_DECODE_ONCE 1

@@ -146,10 +146,7 @@ tile_span(const void *w, int src, size_t row_bytes, uint32_t k, const char *x,
           float *const *y,
           uint32_t k0, uint32_t k1, __m512 (*carry)[MC], next_pf *np) {
     __m512 acc[8][TILE_C];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm512_setzero_ps() : carry[r][c];
+    TILE_START(acc, carry, R, C, k0);
     qtile_ptrs qt = qtile_at(w, row_bytes, n, rs, k0 / 32, src, R, PF);
     seq_pf sp = seq_pf_at(w, src, row_bytes, k, n, k0 / 32, R, PF);
     for (uint32_t i = k0; i < k1; i += 32) {

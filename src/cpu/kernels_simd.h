@@ -159,6 +159,18 @@ static inline size_t qblock_bytes(int t) {
            : t == QT_Q4_0 ? sizeof(kipp_block_q4_0) : sizeof(kipp_block_q4_1);
 }
 
+/* Start of a tile's K span: the R x C accumulators from zero at the
+ * start of K (k0 == 0), else where the span before parked them. */
+#define TILE_START(acc, carry, R, C, k0)                                 \
+    do {                                                                 \
+        _Pragma("GCC unroll 8")                                          \
+        for (int start_r = 0; start_r < (R); start_r++)                  \
+            _Pragma("GCC unroll 8")                                      \
+            for (int start_c = 0; start_c < (C); start_c++)              \
+                (acc)[start_r][start_c] =                                \
+                    (k0) == 0 ? vf_zero() : (carry)[start_r][start_c];   \
+    } while (0)
+
 /* End of a tile's K span that a later span continues (kernels_blocked.h):
  * park the R x C accumulators in carry[r][c] (storing and reloading a
  * register is exact). Fully unrolled, like every loop over a tile's
@@ -187,11 +199,11 @@ typedef struct qtile_ptrs {
     size_t rs, rs3;
 } qtile_ptrs;
 
-/* Row i of a prefill tile (mm_tile_span, kernels_avx2.c and
- * kernels_avx512.c): base0 + stride * i, where rows 0-2 and 4 are base0 +
- * stride * {0, 1, 2, 4} and row 3 is base3 = base0 + 3 stride -- every
- * address a base plus a scaled index, six general registers for a tile's
- * rows (with one per row, gcc spilled vectors to the stack). */
+/* Row i of a prefill tile (kernels_mm_tile.h and the tiers' mm_chunk):
+ * base0 + stride * i, where rows 0-2 and 4 are base0 + stride * {0, 1,
+ * 2, 4} and row 3 is base3 = base0 + 3 stride -- every address a base
+ * plus a scaled index, six general registers for a tile's rows (with one
+ * per row, gcc spilled vectors to the stack). */
 static inline __attribute__((always_inline)) const char *tile_row(const char *base0,
                                                                   const char *base3,
                                                                   size_t stride, int i) {
@@ -292,12 +304,12 @@ static inline __attribute__((always_inline)) void next_pf_step(next_pf *s) {
         _mm_prefetch(s->p, _MM_HINT_T1);
 }
 
-/* The out-of-line prefill tiles' share of the next block's prefetch
- * (mm_tile_span in kernels_avx2.c and kernels_avx512.c): next_pf_step's
- * lines, at most two a 32-value chunk, taken from np up front for the
- * first of a span's chunks (the return value; *pf, *pf_step: where they
- * start, bytes per chunk), so the tile's loop issues them without an inner
- * loop -- around next_pf_step's own loop gcc spilled accumulators. */
+/* The out-of-line prefill tile's share of the next block's prefetch
+ * (kernels_mm_tile.h mm_tile_span): next_pf_step's lines, at most two a
+ * 32-value chunk, taken from np up front for the first of a span's chunks
+ * (the return value; *pf, *pf_step: where they start, bytes per chunk),
+ * so the tile's loop issues them without an inner loop -- around
+ * next_pf_step's own loop gcc spilled accumulators. */
 static inline __attribute__((always_inline)) uint32_t next_pf_take(next_pf *np, uint32_t chunks,
                                                                    const char **pf,
                                                                    size_t *pf_step) {
