@@ -157,9 +157,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * for every activation tile. Same values in the same order, so the same
  * bits. Measured: docs/BENCHMARKS.md "Stop 68". */
 #define BF16_DECODE_ONCE 1
-#ifndef BF16_DECODE_MIN_ROWS
-#define BF16_DECODE_MIN_ROWS 64
-#endif
 static inline __attribute__((always_inline)) void bf16_decode_block(const uint16_t *row,
                                                                     uint32_t b, float *dst) {
     #pragma GCC unroll 4

@@ -345,9 +345,6 @@ static inline __attribute__((always_inline)) void qdecode_block(int t, const uin
  * lands in the same packed order), so the same bits. Measured: docs/
  * BENCHMARKS.md "Stop 67". */
 #define BF16_DECODE_ONCE 1
-#ifndef BF16_DECODE_MIN_ROWS
-#define BF16_DECODE_MIN_ROWS 64
-#endif
 static inline __attribute__((always_inline)) void bf16_decode_block(const uint16_t *row,
                                                                     uint32_t b, float *dst) {
     __m512 even, odd;

@@ -26,13 +26,13 @@
  *                            unless defined; avx512bf16: uint16_t, BF16)
  *   FEW_ROWS, FEW_PASSES, FEW_SPAN_MIN_ROWS  optional: how many activation
  *                            rows take the few-rows tiles (below)
- *   BF16_DECODE_ONCE, BF16_DECODE_MIN_ROWS, bf16_decode_block(row, b, dst)
- *                            optional: BF16 calls of that many rows or
- *                            more decode their rows once into FP32 (the
- *                            packed order) where kipp_cpu_bf16_decode_once
- *                            is set, as the quantized schemes do
- *                            (decoded_rows; avx2, avx512, and
- *                            their i8 builds)
+ *   BF16_DECODE_ONCE, bf16_decode_block(row, b, dst)
+ *                            optional: BF16 calls of BF16_DECODE_MIN_ROWS
+ *                            (below) rows or more decode their rows once
+ *                            into FP32 (the packed order) where
+ *                            kipp_cpu_bf16_decode_once is set, as the
+ *                            quantized schemes do (decoded_rows; avx2,
+ *                            avx512, and their i8 builds)
  *
  * Because tile_span runs the same sequence per output whatever the tile
  * and the weight source, every path below gives the same bits: decode and
@@ -327,6 +327,14 @@ static inline __attribute__((always_inline)) uint32_t qdec_rows(uint32_t k) {
     uint32_t rows = QDEC_BYTES / (k * (uint32_t)sizeof(QDEC_T));
     return rows > QDEC_ROWS ? QDEC_ROWS : rows;
 }
+
+/* A BF16_DECODE_ONCE tier's threshold: BF16 calls of this many
+ * activation rows or more decode their rows once (shorter prompts lost
+ * with 16 or 32: docs/BENCHMARKS.md "Stop 67"); compile-time, so a
+ * measurement build can set it (-DBF16_DECODE_MIN_ROWS=...). */
+#ifndef BF16_DECODE_MIN_ROWS
+#define BF16_DECODE_MIN_ROWS 64
+#endif
 
 /* Weight rows [n0, n1) of source t (a quantized scheme, or SRC_BF16 where
  * the tier decodes BF16 once: BF16_DECODE_ONCE), qdec_rows(k) >=

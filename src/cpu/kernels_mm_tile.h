@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) int mm_tile_takes(int src, int R, i
            C <= MC && rs == 1;
 }
 
-_Static_assert(MC >= 4 && MC <= 6, "mm_tile's switch covers 1 .. MC activation rows");
+_Static_assert(MC == 4 || MC == 5, "mm_tile's switch covers 1 .. MC activation rows");
 static __attribute__((noinline)) void mm_tile(const void *w, int src, uint32_t k, const char *x,
                                               size_t x_stride, int C, uint32_t n, uint32_t m,
                                               float *const *y, uint32_t k0, uint32_t k1,
@@ -94,18 +94,12 @@ static __attribute__((noinline)) void mm_tile(const void *w, int src, uint32_t k
 #else
 #define MM_TILE_4(S)
 #endif
-#if MC > 5
-#define MM_TILE_5(S) case 5: MM_TILE(S, 5); break;
-#else
-#define MM_TILE_5(S)
-#endif
 #define MM_TILE_C(S)                  \
     switch (C) {                      \
     case 1: MM_TILE(S, 1); break;     \
     case 2: MM_TILE(S, 2); break;     \
     case 3: MM_TILE(S, 3); break;     \
     MM_TILE_4(S)                      \
-    MM_TILE_5(S)                      \
     default: MM_TILE(S, MC); break;   \
     }
     if (src == SRC_DEC)
@@ -113,7 +107,6 @@ static __attribute__((noinline)) void mm_tile(const void *w, int src, uint32_t k
     else
         MM_TILE_C(SRC_BF16)
 #undef MM_TILE_C
-#undef MM_TILE_5
 #undef MM_TILE_4
 #undef MM_TILE
 }
