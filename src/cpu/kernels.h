@@ -48,6 +48,18 @@
 _Static_assert(KIPP_CPU_ATT_BLOCK == KIPP_KV_BLOCK, "attention blocks are cache blocks");
 _Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-value blocks");
 
+/* Every tier's exp (softmax weights, its rescale factor, SiLU) gives
+ * exactly 0 for an argument below KIPP_CPU_EXP_MIN -- just above ln FLT_MIN
+ * = -87.34, so nothing it returns is subnormal -- and for -inf and NaN, as
+ * a flush-to-zero mode would. On x86 a subnormal costs a microcode assist
+ * in each operation that produces or reads it: an attention row whose
+ * scores reach more than 87 below its maximum made one per far position
+ * and per output rescale (docs/ARCHITECTURE.md "Stop 70": Q8_0 KV
+ * attention at such scores 7.5 GB/s, 11.5-11.8 with the flush). What is
+ * lost is below 1.2e-38 of the row's largest weight, 1. The oracle keeps
+ * expf's gradual underflow. */
+#define KIPP_CPU_EXP_MIN (-87.3f)
+
 /* K/V prefetch: a block's 32 rows of one head are 8 KiB in one piece, but
  * the next block of that head is elsewhere (64 KiB on in a fresh session:
  * the other heads' rows lie between; any block after a table scramble), a

@@ -44,7 +44,7 @@ static inline float hsum8(__m256 v) {
 
 /* 2^n for integer-valued n in [-126, 128], built in the exponent field in
  * two halves so that 128 does not overflow it (vf_exp clamps x to
- * [-87.3, 88.7]: exp(-87.3) ~ 1e-38 stands in for 0). */
+ * [-87.3, 88.7] and gives 0 below: kernels_simd.h). */
 static inline __m256 scale2n256(__m256 p, __m256 n) {
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i h1 = _mm256_srai_epi32(ni, 1);
@@ -73,7 +73,7 @@ typedef __m256 vf;
 #define vf_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define vf_scale2n scale2n256
 #define vf_hsum hsum8
-#define VF_EXP_MIN (-87.3f)
+#define vf_keep_ge(v, x, lim) _mm256_and_ps((v), _mm256_cmp_ps((x), (lim), _CMP_GE_OQ))
 #include "cpu/kernels_simd.h"
 
 /* Eight BF16 values widened to FP32 (the 16 bits above 16 zero bits):

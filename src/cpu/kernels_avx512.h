@@ -48,9 +48,9 @@ typedef __m512 vf;
 #define vf_fmsub _mm512_fmsub_ps
 #define vf_fnmadd _mm512_fnmadd_ps
 #define vf_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define vf_scale2n _mm512_scalef_ps /* exact 2^n, gradual underflow included */
+#define vf_scale2n _mm512_scalef_ps /* exact 2^n */
 #define vf_hsum fold1
-#define VF_EXP_MIN (-104.0f)
+#define vf_keep_ge(v, x, lim) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (lim), _CMP_GE_OQ), (v))
 #include "cpu/kernels_simd.h"
 
 /* One 64-byte line of a BF16 weight row, read as four 16-byte loads put

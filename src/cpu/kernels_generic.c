@@ -77,8 +77,14 @@ static void rope(float *x, const float *c, const float *s) {
     }
 }
 
+/* expf, but 0 below KIPP_CPU_EXP_MIN and for NaN, as the SIMD tiers'
+ * vf_exp: no subnormal results (kernels.h). */
+static inline float exp_flushed(float x) {
+    return x >= KIPP_CPU_EXP_MIN ? expf(x) : 0.0f;
+}
+
 static void silu_mul(float *g, const float *u, uint32_t n) {
-    for (uint32_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (uint32_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + exp_flushed(-g[i])) * u[i];
 }
 
 /* Attention steps (kernels_att.h has the loop nest). Online softmax over
@@ -123,10 +129,10 @@ static inline void att_block(float *p, uint32_t nb, float scale, float *run_max,
         if (p[j] > bmax) bmax = p[j];
     }
     float new_max = bmax > *run_max ? bmax : *run_max;
-    float corr = expf(*run_max - new_max); /* 0 on the first block */
+    float corr = exp_flushed(*run_max - new_max); /* 0 on the first block */
     float bsum = 0.0f;
     for (uint32_t j = 0; j < nb; j++) {
-        p[j] = expf(p[j] - new_max);
+        p[j] = exp_flushed(p[j] - new_max);
         bsum += p[j];
     }
     *run_sum = *run_sum * corr + bsum;

@@ -11,7 +11,7 @@
  *   vf_round                   round to nearest integer (as float)
  *   vf_scale2n(p, n)           p * 2^n for integer-valued n
  *   vf_hsum                    the tier's one fixed lane-to-scalar fold
- *   VF_EXP_MIN                 lowest exp argument vf_scale2n handles
+ *   vf_keep_ge(v, x, lim)      v where x >= lim (ordered), else 0
  *
  * Only what differs between the instruction sets stays in the tier files
  * (lane folds, 2^n, BF16 widening, the matmul tiles, attention steps). The
@@ -27,14 +27,14 @@
 _Static_assert(KIPP_HEAD_DIM % (2 * VL) == 0, "RoPE halves are whole vectors");
 
 /* exp for softmax and SiLU: 2^n * p(r), r = x - n ln2 (ln2 split in two
- * for accuracy), |r| <= ln2/2, Taylor to degree 6 (about 1 ulp). Inputs are
- * clamped, so -inf gives (nearly) 0, never NaN; callers mask what must be
- * exactly 0. */
+ * for accuracy), |r| <= ln2/2, Taylor to degree 6 (about 1 ulp). An x over
+ * 88.7 is clamped there; below KIPP_CPU_EXP_MIN (-87.3), -inf and NaN give
+ * exactly 0, never a subnormal (kernels.h says why). */
 static inline vf vf_exp(vf x) {
-    x = vf_max(x, vf_set1(VF_EXP_MIN));
-    x = vf_min(x, vf_set1(88.7f));
-    vf n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
-    vf r = vf_fnmadd(n, vf_set1(0.693145751953125f), x);
+    vf xc = vf_max(x, vf_set1(KIPP_CPU_EXP_MIN)); /* vf_max(NaN, c) is c */
+    xc = vf_min(xc, vf_set1(88.7f));
+    vf n = vf_round(vf_mul(xc, vf_set1(1.44269504088896341f)));
+    vf r = vf_fnmadd(n, vf_set1(0.693145751953125f), xc);
     r = vf_fnmadd(n, vf_set1(1.428606765330187e-06f), r);
     vf p = vf_set1(1.0f / 720);
     p = vf_fmadd(p, r, vf_set1(1.0f / 120));
@@ -43,7 +43,7 @@ static inline vf vf_exp(vf x) {
     p = vf_fmadd(p, r, vf_set1(0.5f));
     p = vf_fmadd(p, r, vf_set1(1.0f));
     p = vf_fmadd(p, r, vf_set1(1.0f));
-    return vf_scale2n(p, n);
+    return vf_keep_ge(vf_scale2n(p, n), x, vf_set1(KIPP_CPU_EXP_MIN));
 }
 
 /* out = x / sqrt(mean(x^2) + eps) * w: one FMA chain per lane, the fold. */

@@ -422,6 +422,61 @@ static void test_attention_group(const kipp_cpu_kernels *kr) {
     }
 }
 
+/* Softmax weights below FP32's normal range are exactly 0 on every tier
+ * (kernels.h KIPP_CPU_EXP_MIN): q = +-1 in every dimension over 64
+ * positions whose K rows are 0 but for +127/16 at position 40 and -127/16
+ * at 5, so each head's scores are 0 and +-89.8 -- head 0's maximum
+ * (position 40) comes in the second block, so its first block's sums are
+ * rescaled by exp(-89.8); head 1's (position 5) in the first, so its other
+ * positions weigh exp(-89.8) (a subnormal, 9.9e-40). V is 0 in dimensions
+ * 0-63 at the two maximum positions and 127/128 elsewhere, so those
+ * outputs are what the far positions leave: exactly 0 with the flush (a
+ * gradual underflow leaves ~6e-38, avx2's old clamp at exp(-87.3) more),
+ * and dimensions 64-127 exactly 127/128. The same through the Q8_0 KV path
+ * (every value here is exact in BF16 and in Q8_0: scales 1/16 and 1/128). */
+static void test_attention_underflow(const kipp_cpu_kernels *kr) {
+    enum { BLOCKS = 2, POS = BLOCKS * 32, G = 2 };
+    static uint16_t k[POS * 128], v[POS * 128];
+    static kipp_block_q8_0 kq[POS * 4], vq[POS * 4];
+    for (int p = 0; p < POS; p++)
+        for (int d = 0; d < 128; d++) {
+            float kf = p == 40 ? 7.9375f : p == 5 ? -7.9375f : 0.0f;
+            float vf = (p == 40 || p == 5) && d < 64 ? 0.0f : 0.9921875f;
+            k[p * 128 + d] = kipp_f32_to_bf16(kf);
+            v[p * 128 + d] = kipp_f32_to_bf16(vf);
+        }
+    float kf[128], vf[128];
+    for (int p = 0; p < POS; p++) {
+        for (int d = 0; d < 128; d++) {
+            kf[d] = kipp_bf16_to_f32(k[p * 128 + d]);
+            vf[d] = kipp_bf16_to_f32(v[p * 128 + d]);
+        }
+        kipp_quantize_q8_0(kf, 128, kq + p * 4);
+        kipp_quantize_q8_0(vf, 128, vq + p * 4);
+    }
+    const uint16_t *kb[BLOCKS] = {k, k + 32 * 128}, *vb[BLOCKS] = {v, v + 32 * 128};
+    const kipp_block_q8_0 *kqb[BLOCKS] = {kq, kq + 32 * 4}, *vqb[BLOCKS] = {vq, vq + 32 * 4};
+    kipp_cpu_kv_head h = {kb, vb, 128};
+    kipp_cpu_kv_head_q8 hq = {kqb, vqb, 4};
+    static float q[G * 128], out[G * 128], scratch[KIPP_CPU_ATT_SCRATCH(1, G)];
+    for (int i = 0; i < 128; i++) {
+        q[i] = 1.0f;
+        q[128 + i] = -1.0f;
+    }
+    const float scale = 1.0f / sqrtf(128.0f);
+    for (int cache = 0; cache < 2; cache++) {
+        if (cache == 0)
+            kr->attention(q, G * 128, 1, G, POS - 1, &h, scale, out, G * 128, scratch);
+        else
+            kr->attention_q8_0(q, G * 128, 1, G, POS - 1, &hq, scale, out, G * 128, scratch);
+        int bad = 0;
+        for (int i = 0; i < G * 128; i++) bad += out[i] != (i % 128 < 64 ? 0.0f : 0.9921875f);
+        CHECKF(bad == 0, "%s attention (%s cache): %d of %d outputs are not exactly 0 / 127/128 with "
+               "weights under exp(-87.3) (out[0] = %g, out[128] = %g)", kr->name,
+               cache ? "q8_0" : "bf16", bad, G * 128, (double)out[0], (double)out[128]);
+    }
+}
+
 typedef struct pool_ctx {
     uint32_t total;
     int hits[1000];
@@ -633,6 +688,7 @@ int main(void) {
         test_norm_rope_silu(kr);
         test_attention(kr);
         test_attention_group(kr);
+        test_attention_underflow(kr);
     }
     CHECK(ran >= 1);
     CHECK(kipp_cpu_kernels_by_name("nonsense") == NULL);
