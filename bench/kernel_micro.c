@@ -26,6 +26,14 @@
  *       blocked), reported as GFLOPS too (64 BF16 rows: one L2 block, the
  *       tiles' compute rate; 16,384 rows: 32 MiB streamed from memory)
  *
+ *   build/kernel_micro sample peaked|flat T TOP_P [TOP_K]
+ *       one kipp_sampler_sample call over the 151,936 logits (the
+ *       library's sampler, the same on every tier): temperature T > 0,
+ *       top-p TOP_P, top-k TOP_K (0, the default: off); peaked logits are
+ *       a bell of width ~3.5 with 50 tokens 8-14 above it, flat ones
+ *       uniform over [-20, 20). The record's pick_sum adds the picks of
+ *       the timed calls (the same for two builds whose sampling agrees).
+ *
  * TIER is a kernel tier name (avx512, avx2, ...; the record names it as
  * given); the table is the tier's
  * PF_ROWS one unless KIPP_CPU_DECODE_PREFETCH=seq. KERNEL_MICRO_QUICK=1
@@ -100,11 +108,76 @@ static void *weights(size_t n, size_t block, int bf16) {
 static int usage(void) {
     fprintf(stderr, "usage: kernel_micro att TIER bf16|q8_0 CTX KV_HEADS [N_Q]\n"
                     "       kernel_micro matvec TIER bf16|q8_0|q4_0|q4_1 ROWS\n"
-                    "       kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]\n");
+                    "       kernel_micro matmul TIER bf16|q8_0|q4_0|q4_1 ROWS M [K]\n"
+                    "       kernel_micro sample peaked|flat T TOP_P [TOP_K]\n");
     return 2;
 }
 
+/* The sample mode (see the top): best of 30 calls (1 when quick). */
+static int sample_micro(int argc, char **argv, const char *cpu, int quick) {
+    if (argc < 5 || argc > 6) return usage();
+    const char *shape = argv[2];
+    char *end;
+    kipp_sampling sp = kipp_sampling_default();
+    sp.temperature = strtof(argv[3], &end);
+    if (*end || end == argv[3] || !(sp.temperature > 0.0f)) return usage();
+    sp.top_p = strtof(argv[4], &end);
+    if (*end || end == argv[4]) return usage();
+    long top_k = argc == 6 ? strtol(argv[5], &end, 10) : 0;
+    if ((argc == 6 && (*end || end == argv[5])) || top_k < 0 || top_k > KIPP_VOCAB_SIZE)
+        return usage();
+    sp.top_k = (int32_t)top_k;
+    sp.seed = 1;
+    int peaked = !strcmp(shape, "peaked");
+    if (!peaked && strcmp(shape, "flat")) return usage();
+    kipp_sampler *smp;
+    kipp_error err = {0};
+    if (kipp_sampler_create(&sp, &smp, &err)) {
+        fprintf(stderr, "kernel_micro: %s\n", err.message);
+        return 2;
+    }
+    float *base = malloc(KIPP_VOCAB_SIZE * sizeof *base), *work = malloc(KIPP_VOCAB_SIZE * sizeof *work);
+    if (!base || !work) return 1;
+    /* splitmix64: an LCG's draws a few steps apart are correlated, and the
+     * ordered runs they leave let the branch predictor through a
+     * selection's comparisons (quickselect read 4x faster on such logits) */
+    uint64_t r = 1;
+    for (int i = 0; i < KIPP_VOCAB_SIZE; i++) {
+        float u[4];
+        for (int j = 0; j < 4; j++) {
+            uint64_t z = (r += 0x9E3779B97F4A7C15ull);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            u[j] = (float)((z ^ (z >> 31)) >> 40) / (float)(1u << 24);
+        }
+        base[i] = peaked ? (u[0] + u[1] + u[2] + u[3] - 2.0f) * 3.5f : u[0] * 40.0f - 20.0f;
+    }
+    for (int h = 0; peaked && h < 50; h++) base[(h * 7919) % KIPP_VOCAB_SIZE] = 8.0f + 0.12f * (float)h;
+    double best = 1e30;
+    long pick_sum = 0;
+    for (int t = 0; t < (quick ? 1 : 30); t++) {
+        memcpy(work, base, KIPP_VOCAB_SIZE * sizeof *work);
+        double t0 = now();
+        pick_sum += kipp_sampler_sample(smp, work);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    printf("{\"cpu\":\"%s\",\"kernel\":\"sample\",\"logits\":\"%s\",\"temperature\":%g,"
+           "\"top_p\":%g,\"top_k\":%ld,\"ms_per_sample\":%.4f,\"pick_sum\":%ld}\n",
+           cpu, shape, (double)sp.temperature, (double)sp.top_p, top_k, best * 1e3, pick_sum);
+    kipp_sampler_destroy(smp);
+    free(base);
+    free(work);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "sample")) {
+        char cpu[160];
+        cpu_name(cpu, sizeof cpu);
+        const char *q = getenv("KERNEL_MICRO_QUICK");
+        return sample_micro(argc, argv, cpu, q && !strcmp(q, "1"));
+    }
     if (argc < 5 || argc > 7) return usage();
     const char *mode = argv[1], *tier = argv[2], *scheme = argv[3];
     long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1;

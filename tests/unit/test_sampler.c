@@ -42,6 +42,55 @@ static void histogram(kipp_sampler *s, int n, int counts[5]) {
     }
 }
 
+/* by_value_desc's order, written again: higher logit first, lower id on a tie. */
+typedef struct ranked {
+    float value;
+    int32_t id;
+} ranked;
+
+static int ranked_desc(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->value != y->value) return x->value > y->value ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* top-k keeps exactly the k best by a full sort of the vocabulary (ties
+ * broken by lower id), whichever way the sampler selects them (a heap up
+ * to 128, quickselect above): over logits with ~3,000-way ties at every
+ * value and over distinct ones, k from 1 to 20,000. */
+static void check_top_k_sets(void) {
+    static ranked order[V];
+    static float probs[V];
+    static unsigned char want[V];
+    const int32_t ks[] = {1, 2, 40, 64, 127, 128, 129, 1000, 3039, 20000};
+    for (int pattern = 0; pattern < 2; pattern++) {
+        uint32_t r = 12345;
+        for (int i = 0; i < V; i++) {
+            r = r * 1664525u + 1013904223u;
+            logits[i] = pattern == 0 ? (float)((i * 7919) % 50) / 10.0f
+                                     : (float)(r >> 8) / (float)(1u << 24) * 5.0f;
+            order[i] = (ranked){logits[i], i};
+        }
+        qsort(order, V, sizeof *order, ranked_desc);
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            kipp_sampling p = kipp_sampling_default();
+            p.temperature = 1.0f;
+            p.top_k = ks[ki];
+            kipp_sampler *s = make(&p);
+            memcpy(work, logits, sizeof work);
+            CHECK(kipp_sampler_probs(s, work, probs) == order[0].id);
+            memset(want, 0, sizeof want);
+            for (int32_t j = 0; j < ks[ki]; j++) want[order[j].id] = 1;
+            int wrong = 0;
+            for (int i = 0; i < V; i++) wrong += (probs[i] != 0.0f) != want[i];
+            CHECKF(wrong == 0, "top_k %d (%s logits): %d tokens kept or dropped wrongly", ks[ki],
+                   pattern == 0 ? "tied" : "distinct", wrong);
+            kipp_sampler_destroy(s);
+        }
+    }
+    base_logits();
+}
+
 int main(void) {
     kipp_error err = {0};
     base_logits();
@@ -309,5 +358,6 @@ int main(void) {
         kipp_sampler_destroy(ns);
     }
     CHECK(!kipp_logits_have_nan(NULL));
+    check_top_k_sets();
     return test_finish("test_sampler");
 }
