@@ -137,7 +137,10 @@ static int sample_micro(int argc, char **argv, const char *cpu, int quick) {
         return 2;
     }
     float *base = malloc(KIPP_VOCAB_SIZE * sizeof *base), *work = malloc(KIPP_VOCAB_SIZE * sizeof *work);
-    if (!base || !work) return 1;
+    if (!base || !work) {
+        fprintf(stderr, "kernel_micro: out of memory\n");
+        return 1;
+    }
     /* splitmix64: an LCG's draws a few steps apart are correlated, and the
      * ordered runs they leave let the branch predictor through a
      * selection's comparisons (quickselect read 4x faster on such logits) */

@@ -152,23 +152,22 @@ static void apply_penalties(const kipp_sampler *s, float *logits) {
     }
 }
 
-/* Highest first; a tie goes to the lower id, so results never depend on
- * the sort algorithm. */
-static int by_value_desc(const void *a, const void *b) {
-    const candidate *x = a, *y = b;
-    if (x->value > y->value) return -1;
-    if (x->value < y->value) return 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Whether a comes before b in by_value_desc's order. */
+/* Whether a comes before b: the higher value, or on a tie the lower id --
+ * a total order (ids differ), so results never depend on the sort or
+ * selection algorithm. */
 static inline bool better(candidate a, candidate b) {
     return a.value > b.value || (a.value == b.value && a.id < b.id);
 }
 
-/* Restores the heap below h[i]: every node no better than its children,
- * so h[0] is the worst of the k kept. */
-static void sift_worst_up(candidate *h, size_t k, size_t i) {
+/* better as a qsort comparison: highest first. */
+static int by_value_desc(const void *a, const void *b) {
+    const candidate *x = a, *y = b;
+    return better(*x, *y) ? -1 : better(*y, *x) ? 1 : 0;
+}
+
+/* Sifts h[i] down the heap h[0..k), whose every node is no better than
+ * its children, so h[0] is the worst of the k kept. */
+static void heap_sift_down(candidate *h, size_t k, size_t i) {
     for (;;) {
         size_t l = 2 * i + 1, w = i;
         if (l < k && better(h[w], h[l])) w = l;
@@ -198,12 +197,12 @@ static void select_best(candidate *c, size_t n, size_t k, candidate *heap) {
     if (k == 0 || k >= n) return;
     if (k <= SELECT_HEAP_MAX) {
         memcpy(heap, c, k * sizeof *heap);
-        for (size_t i = k / 2; i-- > 0;) sift_worst_up(heap, k, i);
+        for (size_t i = k / 2; i-- > 0;) heap_sift_down(heap, k, i);
         float worst = heap[0].value; /* most candidates stop at this one test */
         for (size_t i = k; i < n; i++) {
             if (c[i].value < worst || !better(c[i], heap[0])) continue;
             heap[0] = c[i];
-            sift_worst_up(heap, k, 0);
+            heap_sift_down(heap, k, 0);
             worst = heap[0].value;
         }
         const candidate kth = heap[0];
