@@ -175,12 +175,11 @@ static int sample_micro(int argc, char **argv, const char *cpu, int quick) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "sample")) {
-        char cpu[160];
-        cpu_name(cpu, sizeof cpu);
-        const char *q = getenv("KERNEL_MICRO_QUICK");
-        return sample_micro(argc, argv, cpu, q && !strcmp(q, "1"));
-    }
+    char cpu[160]; /* cpu_name writes at most 143 bytes */
+    cpu_name(cpu, sizeof cpu);
+    const char *quick_env = getenv("KERNEL_MICRO_QUICK");
+    const int quick = quick_env && !strcmp(quick_env, "1"), passes = quick ? 1 : 7;
+    if (argc >= 2 && !strcmp(argv[1], "sample")) return sample_micro(argc, argv, cpu, quick);
     if (argc < 5 || argc > 7) return usage();
     const char *mode = argv[1], *tier = argv[2], *scheme = argv[3];
     long a4 = atol(argv[4]), a5 = argc >= 6 ? atol(argv[5]) : -1;
@@ -212,12 +211,8 @@ int main(int argc, char **argv) {
     }
     const char *pf = getenv("KIPP_CPU_DECODE_PREFETCH");
     if (pf && !strcmp(pf, "seq") && kt->seq_twin) kt = kt->seq_twin;
-    char cpu[160]; /* cpu_name writes at most 143 bytes */
-    cpu_name(cpu, sizeof cpu);
     srand(1);
     double best = 1e30;
-    const char *quick_env = getenv("KERNEL_MICRO_QUICK");
-    const int quick = quick_env && !strcmp(quick_env, "1"), passes = quick ? 1 : 7;
     if (!strcmp(mode, "att")) {
         int q8 = !strcmp(scheme, "q8_0");
         long nq_arg = argc == 7 ? a6 : 1; /* query rows */
