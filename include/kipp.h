@@ -172,7 +172,7 @@ KIPP_API int kipp_cpu_isa_parse(const char *name, kipp_cpu_isa *out, kipp_error 
 /* How the cpu backend's SIMD tiers prefetch weight rows in decode (one
  * token per session, where weights stream from memory once per step). The
  * results are the same bits either way; only the speed differs, and which
- * is faster depends on the processor's prefetchers (docs/ARCHITECTURE.md,
+ * is faster depends on the processor's prefetchers (docs/CPU-JOURNAL.md,
  * "Stop 26"). AUTO: ROWS on AMD family 26 and later (Zen 5, where it
  * measured best), SEQ everywhere else (measured best on Zen 4).
  *   ROWS: each of 8 rows' next-tile line, into L1, as the rows are read.

@@ -24,7 +24,7 @@
  * was block-major ([n_blocks][8 heads][32][128]): a head's 8 KiB block
  * pieces lay 64 KiB apart, and decode attention out of cache streamed
  * ~20-25 GB/s (two threads, Zen 5) against ~35-40 GB/s over contiguous
- * rows (docs/ARCHITECTURE.md "Stop 39"). kipp_kv_head_offset is the one
+ * rows (docs/CPU-JOURNAL.md "Stop 39"). kipp_kv_head_offset is the one
  * address computation; the logical layout, the block table and DESIGN
  * section 6's physical-position formula are unchanged, and so are the
  * bits. */

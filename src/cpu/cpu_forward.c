@@ -712,7 +712,7 @@ static void forward_chunk(cpu_model *m, float *const *logits) {
          * Their queries alone are projected (logit_queries); after region
          * 3 has stored every row's K and V, the rows are gathered
          * (gather_logit_rows) and a chunk with none ends
-         * (docs/ARCHITECTURE.md, "Stop 50" and "Stop 51"). Each row's
+         * (docs/CPU-JOURNAL.md, "Stop 50" and "Stop 51"). Each row's
          * steps do not depend on the rows beside it (batch invariance),
          * so its logits are the same bits either way. */
         const bool last = l + 1 == m->ckpt->layers;

@@ -37,7 +37,7 @@
  * eval's rows go through the layers this many at a time, so a 512-token
  * prompt reads every weight twice. 256 against the earlier 128: prefill
  * 512 and 2,048 on Zen 5, 2 threads, interleaved pairs, +2.8 % on average
- * (BF16, Q8_0, Q4_0; docs/ARCHITECTURE.md "Stop 48"): half the weight
+ * (BF16, Q8_0, Q4_0; docs/CPU-JOURNAL.md "Stop 48"): half the weight
  * streams from memory and half the fork/joins per token. Visible
  * here so that the tests can cross a chunk's end on purpose. */
 #define KIPP_CPU_CHUNK_ROWS 256
@@ -54,7 +54,7 @@ _Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-val
  * a flush-to-zero mode would. On x86 a subnormal costs a microcode assist
  * in each operation that produces or reads it: an attention row whose
  * scores reach more than 87 below its maximum made one per far position
- * and per output rescale (docs/ARCHITECTURE.md "Stop 70": Q8_0 KV
+ * and per output rescale (docs/CPU-JOURNAL.md "Stop 70": Q8_0 KV
  * attention at such scores 7.5 GB/s, 11.5-11.8 with the flush). What is
  * lost is below 1.2e-38 of the row's largest weight, 1. The oracle keeps
  * expf's gradual underflow. */
@@ -67,7 +67,7 @@ _Static_assert(KIPP_CPU_K_ALIGN == KIPP_QBLOCK, "quantized rows are whole 32-val
  * the block ATT_PF_BLOCKS on, a row per row they read (att_prefetch_row), into L2 (T1: L1's
  * few miss buffers held decode attention at ~7 GB/s per thread out of
  * cache on Zen 4, one block ahead into L1; two ahead into L2 streamed
- * ~20-30 GB/s for two threads, docs/ARCHITECTURE.md "Stop 27"). */
+ * ~20-30 GB/s for two threads, docs/CPU-JOURNAL.md "Stop 27"). */
 #define ATT_PF_BLOCKS 2
 /* One K or V row of one head (128 BF16 values, 4 lines) into L2. */
 static inline __attribute__((always_inline)) void att_prefetch_row(const uint16_t *row) {
@@ -188,7 +188,7 @@ typedef struct kipp_cpu_kernels {
     kipp_cpu_attention_fn attention;
     kipp_cpu_attention_q8_fn attention_q8_0; /* the opt-in Q8_0 KV cache */
     /* Decode (one activation row) streams the weights with PF_SEQ
-     * prefetch (1) or PF_ROWS (0); kernels_simd.h, docs/ARCHITECTURE.md
+     * prefetch (1) or PF_ROWS (0); kernels_simd.h, docs/CPU-JOURNAL.md
      * "Stop 26". Results are the same bits either way. */
     int decode_seq;
     /* On a PF_ROWS table of a SIMD tier: the same tier's PF_SEQ table

@@ -144,7 +144,7 @@ attention_nest(const float *q, size_t q_stride, uint32_t n_q, uint32_t g, uint32
          * instead of K and V together (32 KiB, all of Zen 4's L1D) while
          * the rows' queries, outputs and scores stream past: ~10 % faster
          * prefill attention on Zen 4 (128 rows at 896..1023, two threads:
-         * ~152 -> ~170 GFLOPS; docs/ARCHITECTURE.md, "Stop 27"). */
+         * ~152 -> ~170 GFLOPS; docs/CPU-JOURNAL.md, "Stop 27"). */
         widen_block(bf, q8, 0, b0, n_last, nb_max, kw);
         /* att_dots may read K rows up to 16 past nb: zero rows. (att_block
          * reads V rows below nb only, so the V phase needs no fill.) */

@@ -483,7 +483,7 @@ static inline __attribute__((always_inline)) float att_softmax(float *p, uint32_
  * (8 chains) the P.V loop held ~10 % of a 2,048-token prefill's samples;
  * passes of 6 took kernel_micro att avx2 bf16 2048 1 512 from 76.0 to
  * 83.2 GFLOPS (means of 6 interleaved runs), prefill 2,048 +1-6 %
- * (docs/ARCHITECTURE.md "Stop 49"). Not measured on a Zen 3, whose L1
+ * (docs/CPU-JOURNAL.md "Stop 49"). Not measured on a Zen 3, whose L1
  * serves two 256-bit loads a cycle: 8 loads per 12 FMAs stay under that.
  * 12 accumulators, p_j, q_j and the V vector take 15 of the 16 YMM
  * registers (no spill in the loop, gcc -O2). gcc would fold the V load

@@ -163,7 +163,7 @@ static inline __attribute__((always_inline)) void qweights(int t, const uint8_t 
  * rows, two threads out of cache, 48 -> 55 GB/s; synthetic-0.6b decode at
  * 0 context, Q8_0 61 -> 64 tok/s (every run), Q4_0 73 -> 77, Q4_1 76 ->
  * 78. BF16 rows keep tile_span: their tile had no such spills, and the
- * same loop for them measured no faster (docs/ARCHITECTURE.md "Stop 38").
+ * same loop for them measured no faster (docs/CPU-JOURNAL.md "Stop 38").
  * Each row's block of the following tile is prefetched into L1
  * (qtile_prefetch). */
 enum { QDECODE_TILE_ROWS = 8 };
@@ -362,7 +362,7 @@ static inline __attribute__((always_inline)) void bf16_decode_block(const uint16
  * synthetic-0.6b, 2 threads, interleaved) Q8_0 decode at 8 / 4 / 2 rows
  * read 25.2-26.7 / 24.2-28.1 / 27.0-28.3 tok/s, its K = 2,048 and 3,072
  * matrices 16.9-18.5 GB/s at 8 rows and 19.7-20.5 at 2, while Q4_0 at
- * 2 rows lost 6-7 % (docs/ARCHITECTURE.md "Stop 57"). */
+ * 2 rows lost 6-7 % (docs/CPU-JOURNAL.md "Stop 57"). */
 #define MV_SEQ_ROWS_BF16 2
 #define MV_SEQ_ROWS_Q 8
 #define MV_SEQ_ROWS_Q8 2

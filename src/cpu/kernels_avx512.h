@@ -62,7 +62,7 @@ typedef __m512 vf;
  * 16-byte loads without the software prefetch 34.6, with it into L2 38.2,
  * as four merge-masked loads (no inserts) 34.9. Fewer lines in flight
  * per instruction window seem to leave the miss buffers to the prefetches
- * one tile ahead; docs/ARCHITECTURE.md, "Stop 36". Prefill keeps the plain
+ * one tile ahead; docs/CPU-JOURNAL.md, "Stop 36". Prefill keeps the plain
  * load: there the extra shuffles would compete with the FMAs. */
 static inline __attribute__((always_inline)) __m512i load_line_quarters(const uint16_t *p) {
     const __m128i *q = (const __m128i *)p;

@@ -23,7 +23,7 @@
  * the Intel Xeon of stop 60 (family 6 model 207) a 512-bit vpdpbusd
  * issues as often as a 256-bit one, and the tiles' rate went 259 -> 425
  * GFLOPS (Q8_0, kernel_micro), synthetic-0.6b's quantized prefill up
- * 16-43 % (docs/ARCHITECTURE.md "Stop 60"). Same sums, same bits.
+ * 16-43 % (docs/CPU-JOURNAL.md "Stop 60"). Same sums, same bits.
  *
  * ACTIVATIONS: kernels_i8_act.h's records, each block's FP32 part in
  * avx512's packed order (evens, then odds; kernels_avx512.c pack_act),

@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) void tile_any(const void *w, int sr
  * L = (n1 - n0) / R, so tile row r streams through rows [n0 + r * L,
  * n0 + (r + 1) * L) in order. A row's sum does not depend on its tile, so
  * the bits are the adjacent tiles'. Quantized rows keep adjacent tiles:
- * split, Q8_0 decode measured no faster (docs/ARCHITECTURE.md "Stop 37"). */
+ * split, Q8_0 decode measured no faster (docs/CPU-JOURNAL.md "Stop 37"). */
 static inline __attribute__((always_inline)) void decode_rows(const void *w, int src,
                                                               size_t row_bytes, uint32_t k,
                                                               const char *x, size_t x_stride,
@@ -100,7 +100,7 @@ static inline __attribute__((always_inline)) void decode_rows(const void *w, int
  * tok/s, blocked (with next_pf) -> few: BF16 P = 2 55 -> 69, 4 88 -> 114,
  * 6 113 -> 126; Q8_0 2 55 -> 71, 4 84 -> 125, 6 104 -> 144, 8 126 -> 151;
  * Q4_0 4 89 -> 130, 8 131 -> 159; the avx2 tier BF16 2 36 -> 74
- * (docs/ARCHITECTURE.md "Stop 41"). */
+ * (docs/CPU-JOURNAL.md "Stop 41"). */
 #ifndef FEW_ROWS
 #define FEW_ROWS 4 /* a tier whose tiles hold more (TILE_C) may raise it to 8 */
 #endif
@@ -141,10 +141,10 @@ static inline __attribute__((always_inline)) void few_rows(const void *w, int sr
  * or two at each 32-value chunk of its tiles (next_pf, kernels_simd.h), so
  * that the next block streams in and the first tiles over it do not wait
  * on memory (before stop 41 each block was read on demand). Measured on
- * Zen 4 (synthetic-0.6b BF16, 2 threads, interleaved, docs/ARCHITECTURE.md
+ * Zen 4 (synthetic-0.6b BF16, 2 threads, interleaved, docs/CPU-JOURNAL.md
  * "Stop 41"; then a burst of lines after each tile): a 16-token prompt 144
  * -> 167 tok/s, 512 tokens ~+3 %, 2,048 ~+4 %. Spread over the chunks
- * (stop 42): docs/ARCHITECTURE.md "Stop 42". A prefetch changes no
+ * (stop 42): docs/CPU-JOURNAL.md "Stop 42". A prefetch changes no
  * result. */
 static inline next_pf next_pf_at(const void *next, size_t bytes, size_t steps) {
     const char *p = next;
@@ -469,7 +469,7 @@ static inline __attribute__((always_inline)) void q_stream(int t, int PF, const 
  * FEW_SPAN_MIN_ROWS rows, rows longer than a span go to blocked_rows with
  * the blocks decoded in the tiles instead: few_spans): the
  * avx512 tier, where Q4_0 and Q8_0 at 9-16 rows measured +4-11 % (Zen 4,
- * synthetic-0.6b, interleaved pairs; docs/ARCHITECTURE.md "Stop 43"). The
+ * synthetic-0.6b, interleaved pairs; docs/CPU-JOURNAL.md "Stop 43"). The
  * avx2 tier's 5-8 rows lost 11 % that way and avx512bf16 measured even,
  * so they keep 1. Bits: tile_span's per-output sequence, as everywhere. */
 #ifndef FEW_PASSES

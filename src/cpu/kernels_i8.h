@@ -106,7 +106,7 @@ static inline __attribute__((always_inline)) __m256i i8_dot(int t, __m256i u, __
  * hence one vcvtph2ps of their FP16 bits). The lane-sum tiles of stop 43 read
  * 0.79 / 0.66 / 0.83 there: decode's Q4 tiles pay ~5-9 % in L2 for the
  * whole-block sums (in the engine, out of cache, within the noise for Q4
- * and ~2 % for Q8_0; docs/ARCHITECTURE.md "Stop 44"). */
+ * and ~2 % for Q8_0; docs/CPU-JOURNAL.md "Stop 44"). */
 static inline __attribute__((always_inline)) __m128i i8_hsum4(__m256i a, __m256i b, __m256i c,
                                                               __m256i d) {
     __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
@@ -589,7 +589,7 @@ _Static_assert(I8_TC <= 8, "i8_blocked's switch cuts tiles of 1 .. 8 activation 
  * 5 5.57 -> 5.63. So one pass, up to 4 rows (stop 43 streamed up to 32,
  * against the row-major blocked tiles of then). Passes of 4 weight rows for every C
  * on the vpdpbusd table (32 registers); the plain table (16 registers)
- * keeps 2 rows for C > 2. docs/ARCHITECTURE.md "Stop 43", "Stop 44". */
+ * keeps 2 rows for C > 2. docs/CPU-JOURNAL.md "Stop 43", "Stop 44". */
 #ifndef I8_FEW_ROWS
 #define I8_FEW_ROWS 4
 #endif

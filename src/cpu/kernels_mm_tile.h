@@ -26,7 +26,7 @@
  * (next_pf_take) is taken up front and issued a chunk at a time, in a
  * loop of its own over the chunks that issue it, then one over the rest:
  * as one loop testing its counter, gcc kept the avx2 tile's loop bounds
- * on the stack (docs/ARCHITECTURE.md "Stop 69").
+ * on the stack (docs/CPU-JOURNAL.md "Stop 69").
  *
  * The including tier defines, before this header:
  *   vf, MC, MM_TILE_ROWS     its vector type, activation rows and weight

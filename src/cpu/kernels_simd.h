@@ -106,7 +106,7 @@ static inline __attribute__((always_inline)) const void *dec_ptr(const void *w, 
     const dec_rows *d = w;
     return (const char *)d->base + ((size_t)(n - d->row0) * d->stride + (i - d->k0)) * elem;
 }
-/* A tile's decode prefetch (tile_span's PF; docs/ARCHITECTURE.md, "Stop 26"
+/* A tile's decode prefetch (tile_span's PF; docs/CPU-JOURNAL.md, "Stop 26"
  * and "Stop 37"): PF_ROWS: each row's line, into L1, at the current K
  * position R rows on (the following tile); PF_STREAM (the split tiles a
  * PF_ROWS table's BF16 decode runs, decode_rows): each row's line

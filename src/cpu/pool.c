@@ -35,7 +35,7 @@ typedef struct worker {
  * every finished unit also pulled the line from a core that was only
  * waiting. A claim still moves claim's line between the claiming cores,
  * so the cpu backend gives its regions of many tiny tasks a few tasks a
- * unit (cpu_forward.c task_units; docs/ARCHITECTURE.md "Stop 51"). */
+ * unit (cpu_forward.c task_units; docs/CPU-JOURNAL.md "Stop 51"). */
 #define POOL_LINE 64
 struct kipp_pool {
     int n;
