@@ -83,7 +83,8 @@ static void pack_act(const float *x, uint32_t k, void *dst) {
 #define FEW_ROWS 8
 #define FEW_PASSES 2 /* quantized 9-16 rows: two few-rows passes (kernels_blocked.h) */
 /* From 8 rows, rows longer than a span go blocked (kernels_blocked.h
- * few_spans): Zen 5, synthetic-0.6b, 2 threads, interleaved pairs, tok/s,
+ * few_spans; since stop 72, 9-16 quantized rows decoded once instead,
+ * matmul_q): Zen 5, synthetic-0.6b, 2 threads, interleaved pairs, tok/s,
  * prompts of 8 / 12 / 16 tokens: Q8_0 201 / 222-229 / 233-234 -> 206-208
  * / 234-235 / 248-254, Q4_0 215-216 / 240-244 / 242-243 -> 224 / 250 /
  * 265-267, Q4_1 211-216 / 243 / 239-251 -> 231 / 254-255 / 262-267, BF16

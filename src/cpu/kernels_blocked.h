@@ -238,8 +238,10 @@ static inline __attribute__((always_inline)) void blocked_rows(const void *w, in
  * rows of K = 3,072 are 96 KiB, past a 48 KiB L1, and their loads came
  * from L2 on every chunk. A tier whose few-rows tiles are that wide sets
  * FEW_SPAN_MIN_ROWS: from that many rows, rows longer than a span go
- * blocked, where an activation tile's span stays in L1 (quantized blocks
- * decoded in the tiles). Same bits either way (tile_span's sequence). */
+ * blocked, where an activation tile's span stays in L1 (BF16 rows, and up
+ * to FEW_ROWS quantized ones with the blocks decoded in the tiles; more
+ * quantized rows decoded once: matmul_q). Same bits either way
+ * (tile_span's sequence). */
 #ifndef FEW_SPAN_MIN_ROWS
 #define FEW_SPAN_MIN_ROWS 0 /* 0: never */
 #endif
@@ -466,8 +468,8 @@ static inline __attribute__((always_inline)) void q_stream(int t, int PF, const 
 /* A tier may stream quantized calls of up to FEW_PASSES * FEW_ROWS rows as
  * passes of FEW_ROWS (and a remainder) over q_stream, each reading the
  * weights again, instead of decoding them once per block of rows (from
- * FEW_SPAN_MIN_ROWS rows, rows longer than a span go to blocked_rows with
- * the blocks decoded in the tiles instead: few_spans): the
+ * FEW_SPAN_MIN_ROWS rows, rows longer than a span go another way:
+ * few_spans, matmul_q): the
  * avx512 tier, where Q4_0 and Q8_0 at 9-16 rows measured +4-11 % (Zen 4,
  * synthetic-0.6b, interleaved pairs; docs/CPU-JOURNAL.md "Stop 43"). The
  * avx2 tier's 5-8 rows lost 11 % that way and avx512bf16 measured even,
@@ -484,8 +486,25 @@ static inline __attribute__((always_inline)) void matmul_q(int t, int PF, const 
     const uint8_t *wb = w;
     const uint32_t nblk = k / 32;
     size_t row_bytes = (size_t)nblk * qblock_bytes(t);
-    if (few_spans(m, k) && m <= FEW_PASSES * FEW_ROWS) { /* decode in the tiles */
-        blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
+    if (few_spans(m, k) && m <= FEW_PASSES * FEW_ROWS) {
+        /* Rows longer than a span (few_spans). Past one few-rows tile's
+         * rows (9-16 on avx512) they are decoded once, where the buffer
+         * holds a panel's rows, as longer calls are; in the blocked tiles
+         * each of the 3-4 activation tiles decoded every block again.
+         * Intel Xeon family 6 model 207, synthetic-0.6b, 2 threads,
+         * kipp bench --profile, eight alternated rounds, medians, GFLOPS
+         * of attn_output (K = 2,048) / ffn_down (3,072), 16-token prompt:
+         * Q4_0 189 / 189 -> 218 / 219 (12 tokens 191 / 195 -> 202 / 201),
+         * Q8_0 182 / 187 -> 180 / 186 (even); four rounds, Q4_1 178 / 182
+         * -> 211 / 210 (docs/BENCHMARKS.md "Stop 72"). Zen 4 read the
+         * same direction at 9-16 rows (docs/CPU-JOURNAL.md "Stop 42":
+         * decoded once 1-3 % ahead). 8 rows decoded once lost (Q8_0
+         * ffn_down 157 -> 132 GFLOPS), so they keep the blocked tiles.
+         * Same bits (tile_span's sequence). */
+        if (m > FEW_ROWS && qdec_rows(k) >= QDEC_PANEL_ROWS)
+            decoded_rows(t, wb, row_bytes, k, xb, x_stride, m, n0, n1, y);
+        else /* decode in the tiles */
+            blocked_rows(wb, t, row_bytes, k, xb, x_stride, n0, n1, m, y);
         return;
     }
     if (m <= FEW_PASSES * FEW_ROWS) {

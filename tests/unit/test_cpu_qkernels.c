@@ -43,7 +43,13 @@
  * give 2 groups and 3 groups + 2 rows. avx512i8's groups are 16 rows:
  * 2 groups + 13 rows (K_LONG: 1 per round), and [3, 19) and [19, 45) 1
  * group, and 1 group + 10 rows. */
-enum { K_SHORT = 256, K_LONG = 8224, N = 45, MMAX = 35 };
+/* K_MID: past one K span but short enough that the decode buffer holds
+ * more than a panel's rows (47 of them), the shape of Qwen3-0.6B's
+ * attn_output and ffn_down: avx512 takes 9-16 such rows decoded once
+ * (kernels_blocked.h matmul_q), 8 or fewer through its blocked tiles or
+ * few-rows tiles, 17 and more decoded once in blocks -- all bitwise the
+ * same outputs. */
+enum { K_SHORT = 256, K_MID = 2080, K_LONG = 8224, N = 45, MMAX = 35 };
 /* The integer tiers' prefill repacks groups of weight rows (avx2i8 8,
  * 320 bytes per block; avx512i8 16, 640 bytes) into stack scratch, as
  * many groups as 256 KiB holds and at least one where a group of up to
@@ -579,6 +585,7 @@ int main(void) {
         const kipp_cpu_kernels *kern = test_tier_kernels(t);
         if (!kern) continue;
         check_matmul(kern, K_SHORT);
+        check_matmul(kern, K_MID);
         check_matmul(kern, K_LONG);
         check_panels(kern);
         if (kern->act_i8) check_i8_long_k(kern, K_HUGE, 9), check_i8_long_k(kern, K_ONE_GROUP, 17);
@@ -623,6 +630,7 @@ int main(void) {
                 fprintf(stderr, "tier avx512 (%s table):\n",
                         other == &kipp_cpu_kernels_avx512 ? "plain" : "VBMI");
                 check_matmul(other, K_SHORT);
+                check_matmul(other, K_MID);
                 check_matmul(other, K_LONG);
                 check_panels(other);
                 check_attention(other, 0);
