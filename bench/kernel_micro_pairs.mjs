@@ -3,18 +3,26 @@
 // from an older commit, or a measurement build) alternated on the same
 // cases, several rounds, the order swapped every round; every record
 // kernel_micro prints is kept, in one JSON record under bench/results/.
+// Two kipp binaries work the same way on `bench ... --json` cases (the
+// whole engine; with --profile, each step's rate: --steps picks which
+// to print).
 //
 //   node bench/kernel_micro_pairs.mjs --a build/kernel_micro --a-label HEAD \
 //        --b /tmp/kexp/km_old --b-label a108784 [--rounds 3] [--tag NAME] [--out DIR] \
 //        "att avx512 q8_0 4096 28" "KERNEL_MICRO_SCALE_CODES=16384 att avx512 q8_0 4096 28" ...
+//   node bench/kernel_micro_pairs.mjs --a build/kipp --b /tmp/old/kipp --steps attn_output,down \
+//        "bench -m build/models/synthetic-0.6b.scale4_gs32.gguf -t 2 --prompt-tokens 16 --decode 0 --reps 7 --profile --json"
 //
-// A case is kernel_micro's arguments, led by any NAME=VALUE settings for
-// its environment. The record: the CPU (kernel_micro's own name for it),
-// both binaries and labels, the command line, and per case the rounds'
-// records of each binary; written to DIR (bench/results unless --out). Machines here are noisy: read pairs, not one
-// number. (build an older library: docs/BENCHMARKS.md "Stop 70", Reproduce)
+// A case is the binary's arguments, led by any NAME=VALUE settings for
+// its environment. The record: the CPU (kernel_micro's own name for it;
+// for kipp, /proc/cpuinfo's), both binaries and labels, the command line,
+// and per case the rounds' records of each binary; written to DIR
+// (bench/results unless --out) as kernel-micro-TAG-WHEN.json, or
+// kipp-bench-TAG-WHEN.json for kipp's records. Machines here are noisy:
+// read pairs, not one number. (build an older library or kipp:
+// docs/BENCHMARKS.md "Stop 70", Reproduce)
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -23,7 +31,7 @@ const opt = { rounds: 3, tag: "pairs", out: join(dirname(fileURLToPath(import.me
 const cases = [];
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
-  if (["--a", "--b", "--a-label", "--b-label", "--rounds", "--tag", "--out"].includes(a)) {
+  if (["--a", "--b", "--a-label", "--b-label", "--rounds", "--tag", "--out", "--steps"].includes(a)) {
     if (i + 1 >= argv.length) fail(`${a} needs a value`);
     opt[a.slice(2).replace("-l", "L")] = argv[++i];
   } else if (a.startsWith("--")) fail(`unknown option ${a}`);
@@ -31,7 +39,7 @@ for (let i = 0; i < argv.length; i++) {
 }
 function fail(msg) {
   console.error(`kernel_micro_pairs: ${msg}\nusage: node bench/kernel_micro_pairs.mjs --a BIN ` +
-                `--b BIN [--a-label L] [--b-label L] [--rounds N] [--tag NAME] [--out DIR] CASE...`);
+                `--b BIN [--a-label L] [--b-label L] [--rounds N] [--tag NAME] [--out DIR] [--steps S,S] CASE...`);
   process.exit(2);
 }
 const rounds = Number(opt.rounds);
@@ -58,14 +66,23 @@ function run(bin, c) {
 }
 
 const results = cases.map((c) => ({ case: c, a: [], b: [] }));
-let cpu = null;
+let cpu = null, kippBench = false;
 for (let r = 0; r < rounds; r++)
   for (const res of results)
     for (const side of r % 2 ? ["b", "a"] : ["a", "b"]) {
       const rec = run(opt[side], res.case);
       cpu ??= rec.cpu;
+      kippBench ||= "prefill_tps" in rec;
       res[side].push(rec);
     }
+// kipp bench's record does not name the processor: the machine's does.
+if (!cpu) {
+  try {
+    const info = readFileSync("/proc/cpuinfo", "utf8");
+    const f = (k) => (info.match(new RegExp(`^${k}\\s*: (.*)$`, "m")) ?? [])[1];
+    cpu = f("model name") && `${f("model name")} (family ${f("cpu family")} model ${f("model")})`;
+  } catch { cpu = null; }
+}
 const when = new Date().toISOString();
 const record = {
   tool: "bench/kernel_micro_pairs.mjs", when, cpu, rounds,
@@ -74,9 +91,17 @@ const record = {
   results,
 };
 mkdirSync(opt.out, { recursive: true });
-const file = join(opt.out, `kernel-micro-${opt.tag}-${when.replace(/[:.]/g, "-")}.json`);
+const file = join(opt.out, `${kippBench ? "kipp-bench" : "kernel-micro"}-${opt.tag}-${when.replace(/[:.]/g, "-")}.json`);
 writeFileSync(file, JSON.stringify(record, null, 1) + "\n");
-const rate = (rec) => (rec.query_rows > 1 ? rec.gflops : rec.gb_per_s) ?? rec.ms_per_sample ?? rec.gflops;
+// What is printed per run: kernel_micro's rate; kipp bench's tok/s
+// (prefill, or decode when it decoded), then the GFLOPS of each --steps
+// step of its profile.
+const steps = opt.steps ? opt.steps.split(",") : [];
+const kippRate = (rec) =>
+  [rec.decode_tokens > 0 ? rec.decode_tps : rec.prefill_tps,
+   ...steps.map((s) => (rec.profile ?? []).find((p) => p.step === s)?.gflops ?? "-")].join("/");
+const rate = (rec) => "prefill_tps" in rec ? kippRate(rec)
+                      : (rec.query_rows > 1 ? rec.gflops : rec.gb_per_s) ?? rec.ms_per_sample ?? rec.gflops;
 for (const res of results)
   console.log(`${res.case}: ${record.a.label} ${res.a.map(rate).join(" ")} | ` +
               `${record.b.label} ${res.b.map(rate).join(" ")}`);

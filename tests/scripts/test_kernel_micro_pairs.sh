@@ -5,7 +5,8 @@
 # each round (a b, b a, a b), a case's NAME=VALUE words reach the
 # binary's environment and not its arguments, and a missing binary
 # argument, a bad --rounds, an unknown option and a failing binary are
-# refused with the reason.
+# refused with the reason; and the same for two kipp binaries' bench
+# records (below).
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail=0
@@ -61,5 +62,31 @@ rc=$?
 [ $rc -eq 1 ] || bad "a failing binary: exit $rc, want 1"
 grep -q "km_a boom: kernel_micro: boom" "$T/err" || bad "a failing binary: reason not given: $(cat "$T/err")"
 [ -e "$T/bad" ] && bad "a refused run wrote a record"
+# Two kipp binaries on `bench --json` cases: the record is named
+# kipp-bench-TAG-*, names this machine's processor (kipp bench's record
+# does not), and the printed line gives tok/s and the --steps' GFLOPS.
+for side in a b; do
+    cat >"$T/kipp_$side" <<SH
+#!/bin/sh
+echo '{"prefill_tps":$( [ $side = a ] && echo 200 || echo 100 ),"decode_tps":0,"decode_tokens":0,"profile":[{"step":"qkv","gflops":$( [ $side = a ] && echo 30 || echo 10 )},{"step":"down","gflops":7}]}'
+SH
+    chmod +x "$T/kipp_$side"
+done
+node bench/kernel_micro_pairs.mjs --a "$T/kipp_a" --b "$T/kipp_b" --rounds 2 --tag k --out "$T/kout" \
+    --steps qkv,down,head "bench -m x.gguf --json" >"$T/kstdout" 2>"$T/kstderr" ||
+    bad "a kipp bench run failed: $(cat "$T/kstderr")"
+grep -q ": $T/kipp_a 200/30/7/- 200/30/7/- | $T/kipp_b 100/10/7/- 100/10/7/-\$" "$T/kstdout" ||
+    bad "kipp bench line: $(cat "$T/kstdout")"
+/usr/bin/python3 - "$T" <<'PY' || fail=1
+import glob, json, sys
+files = glob.glob(sys.argv[1] + "/kout/kipp-bench-k-*.json")
+r = json.load(open(files[0])) if len(files) == 1 else {}
+want = open("/proc/cpuinfo").read().split("model name")[1].split(":", 1)[1].split("\n")[0].strip()
+ok = len(files) == 1 and (r.get("cpu") or "").startswith(want) and "family" in r["cpu"]
+ok = ok and all(len(c["a"]) == 2 and c["a"][0]["prefill_tps"] == 200 for c in r["results"])
+if not ok:
+    print("FAIL: kipp bench record:", files, json.dumps(r)[:300])
+sys.exit(0 if ok else 1)
+PY
 [ $fail -eq 0 ] && echo "PASS test_kernel_micro_pairs.sh"
 exit $fail
