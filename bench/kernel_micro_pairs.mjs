@@ -57,7 +57,9 @@ function run(bin, c) {
   let out;
   try {
     out = execFileSync(bin, words, { env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    return JSON.parse(out.trim().split("\n").pop());
+    const rec = JSON.parse(out.trim().split("\n").pop());
+    if (rec === null || typeof rec !== "object" || Array.isArray(rec)) throw new Error("not an object");
+    return rec;
   } catch (e) {
     console.error(`kernel_micro_pairs: ${bin} ${c}: ${out === undefined ? (e.stderr || e.message).trim()
                                                                : "no JSON record: " + out.trim()}`);

@@ -4,8 +4,8 @@
 # record holds every round of every case for both sides, the order swaps
 # each round (a b, b a, a b), a case's NAME=VALUE words reach the
 # binary's environment and not its arguments, and a missing binary
-# argument, a bad --rounds, an unknown option and a failing binary are
-# refused with the reason; and the same for two kipp binaries' bench
+# argument, a bad --rounds, an unknown option, a failing binary and one
+# whose last line is JSON but not a record are refused with the reason; and the same for two kipp binaries' bench
 # records (below).
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -61,6 +61,11 @@ node bench/kernel_micro_pairs.mjs --a "$T/km_a" --b "$T/km_b" --out "$T/bad" boo
 rc=$?
 [ $rc -eq 1 ] || bad "a failing binary: exit $rc, want 1"
 grep -q "km_a boom: kernel_micro: boom" "$T/err" || bad "a failing binary: reason not given: $(cat "$T/err")"
+printf '#!/bin/sh\necho 42\n' >"$T/km_num"; chmod +x "$T/km_num"
+node bench/kernel_micro_pairs.mjs --a "$T/km_num" --b "$T/km_b" --out "$T/bad" x >/dev/null 2>"$T/err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "km_num x: no JSON record: 42" "$T/err" ||
+    bad "a bare number for a record: exit $rc, $(cat "$T/err")"
 [ -e "$T/bad" ] && bad "a refused run wrote a record"
 # Two kipp binaries on `bench --json` cases: the record is named
 # kipp-bench-TAG-*, names this machine's processor (kipp bench's record
