@@ -100,10 +100,11 @@
 // build/models/synthetic-0.6b.q8_0.gguf ...). Without --kipp-isa,
 // KIPP_CPU_ISA is passed through to kipp and recorded.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdirSync, writeFileSync, statSync, openSync, readSync, closeSync, readFileSync } from "node:fs";
+import { mkdirSync, writeFileSync, statSync, openSync, readSync, closeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "./args.mjs";
+import { cpuinfoField } from "./cpuinfo.mjs";
 
 const { opt } = parseArgs("bench_native", ["--schemes", "--base", "--threads", "--rounds", "--cases",
   "--llama-bin", "--kipp", "--kipp-base", "--kipp-isa", "--kv-quant", "--page-cache", "--kipp-head"]);
@@ -246,9 +247,7 @@ const bw = readBandwidth();
 sh("cc", ["-O2", "-pthread", "bench/fmapeak.c", "-o", "build/fmapeak"]);
 const readFma = () => JSON.parse(sh("build/fmapeak", [String(threads)]) || "{}");
 const fma = readFma();
-const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
-const field = (k) => (cpuinfo.match(new RegExp(`^${k}\\s*:\\s*(.*)$`, "m")) || [])[1];
-const flags = (field("flags") || "").split(/\s+/);
+const flags = (cpuinfoField("flags") || "").split(/\s+/);
 const simdFlags = flags.filter((f) => /^(avx|amx|fma|f16c|sse4|vnni)/.test(f));
 const has = (f) => flags.includes(f);
 const llamaRepacksQ4_0 = has("avx2");
@@ -276,7 +275,7 @@ const record = {
   commit: sh("git", ["rev-parse", "HEAD"]),
   dirty: (sh("git", ["status", "--porcelain", "--untracked-files=no"]) || "") !== "",
   machine: {
-    cpu: field("model name"), cpu_family: Number(field("cpu family")), cpu_model: Number(field("model")),
+    cpu: cpuinfoField("model name"), cpu_family: Number(cpuinfoField("cpu family")), cpu_model: Number(cpuinfoField("model")),
     cores_online: os.cpus().length, mem_gib: +(os.totalmem() / 2 ** 30).toFixed(1), kernel: os.release(),
     simd_flags: simdFlags, read_bandwidth_gb_s: bw.read_gb_per_s, bandwidth_threads: bw.threads,
     bandwidth_seq_gb_s: bw.seq_gb_per_s, bandwidth_rows8_gb_s: bw.rows8_gb_per_s,

@@ -22,9 +22,10 @@
 // read pairs, not one number. (build an older library or kipp:
 // docs/BENCHMARKS.md "Stop 70", Reproduce)
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { cpuLabel } from "./cpuinfo.mjs";
 
 const argv = process.argv.slice(2);
 const opt = { rounds: 3, tag: "pairs", out: join(dirname(fileURLToPath(import.meta.url)), "results") };
@@ -78,13 +79,7 @@ for (let r = 0; r < rounds; r++)
       res[side].push(rec);
     }
 // kipp bench's record does not name the processor: the machine's does.
-if (!cpu) {
-  try {
-    const info = readFileSync("/proc/cpuinfo", "utf8");
-    const f = (k) => (info.match(new RegExp(`^${k}\\s*: (.*)$`, "m")) ?? [])[1];
-    cpu = f("model name") && `${f("model name")} (family ${f("cpu family")} model ${f("model")})`;
-  } catch { cpu = null; }
-}
+cpu ??= cpuLabel();
 const when = new Date().toISOString();
 const record = {
   tool: "bench/kernel_micro_pairs.mjs", when, cpu, rounds,
